@@ -1,0 +1,215 @@
+"""The data a rate expression is evaluated on.
+
+A :class:`Batch` holds the model's scores with everything rates condition on: labels,
+optional per-example weights, named group attributes (hard codes ``[B]`` or soft memberships
+``[B, G]``), optional baseline scores (churn), source ids and example ids. Construction checks
+shapes, dtypes and declared metadata, which costs no host-device sync; :meth:`Batch.check_values`
+also checks the values (labels in {0, 1}, codes in range, memberships in [0, 1]) and does sync,
+so whole-split evaluation calls it and a training step does not.
+
+Example:
+    >>> import torch
+    >>> b = Batch(scores=torch.tensor([0.3, -1.0]), labels=torch.tensor([1.0, 0.0]),
+    ...           groups={"sex": torch.tensor([0, 1])}, group_values={"sex": ["Male", "Female"]})
+    >>> b.size
+    2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import RatesError
+
+LABEL_KINDS = ("binary", "real")
+
+
+@dataclass
+class Batch:
+    """Scores, labels and the example factors that subsets read.
+
+    Args:
+        scores: ``[B]`` logits of a binary classifier (predicted positive iff ``s > 0``), or
+            ``[R, B]`` scores of the ``R`` members of a mixture when ``mixture_weights`` is given.
+        labels: ``[B]`` floats; ``0``/``1`` for ``label_kind="binary"``, in ``[0, 1]`` for
+            ``"real"`` (regression).
+        weights: optional ``[B]`` non-negative example weights.
+        groups: attribute name → ``[B]`` integer codes (hard) or ``[B, G]`` memberships in
+            ``[0, 1]`` whose rows sum to at most 1 (soft; the remainder belongs to no value).
+        group_values: attribute name → the value names, in code order (required for hard
+            attributes, since the number of values cannot be read without a device sync).
+        baseline_scores: ``[B]`` scores of a baseline model (churn, win/loss rates).
+        sources: ``[B]`` integer source ids, named by ``source_names``.
+        example_ids: ``[B]`` integer ids (per-example adversaries).
+        mixture_weights: ``[R]`` non-negative weights summing to 1 of a stochastic model.
+        probabilities: ``[B]`` probability that each example is predicted positive, instead of
+            scores (exact evaluation of a randomized classifier; no threshold events).
+    """
+
+    scores: torch.Tensor | None
+    labels: torch.Tensor
+    label_kind: str = "binary"
+    weights: torch.Tensor | None = None
+    groups: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    group_values: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    baseline_scores: torch.Tensor | None = None
+    sources: torch.Tensor | None = None
+    source_names: Sequence[str] | None = None
+    example_ids: torch.Tensor | None = None
+    mixture_weights: torch.Tensor | None = None
+    probabilities: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        self.groups = dict(self.groups)
+        self.group_values = {k: [str(v) for v in vs] for k, vs in dict(self.group_values).items()}
+        if self.label_kind not in LABEL_KINDS:
+            raise RatesError(f"label_kind must be one of {LABEL_KINDS}, got {self.label_kind!r}")
+        labels = _tensor("labels", self.labels)
+        if labels.dim() != 1:
+            raise RatesError(f"labels must have shape [B], got {tuple(labels.shape)}")
+        if not labels.is_floating_point():
+            labels = labels.float()
+        self.labels = labels
+        b = labels.shape[0]
+        if b == 0:
+            raise RatesError("a batch needs at least one example (labels has shape [0])")
+        if (self.scores is None) == (self.probabilities is None):
+            raise RatesError("give exactly one of scores and probabilities")
+        if self.scores is not None:
+            s = _tensor("scores", self.scores)
+            _check_float("scores", s)
+            if self.mixture_weights is not None:
+                q = _tensor("mixture_weights", self.mixture_weights)
+                _check_float("mixture_weights", q)
+                if s.dim() != 2 or s.shape[1] != b or q.shape != (s.shape[0],):
+                    raise RatesError(
+                        f"a mixture needs scores [R, B] and mixture_weights [R]; got scores "
+                        f"{tuple(s.shape)}, mixture_weights {tuple(q.shape)}, B = {b}")
+            elif s.shape != (b,):
+                hint = " ([B, C] multiclass scores are not supported yet)" if s.dim() == 2 else ""
+                raise RatesError(f"scores must have shape [B] = [{b}], got {tuple(s.shape)}{hint}")
+        else:
+            p = _tensor("probabilities", self.probabilities)
+            _check_float("probabilities", p)
+            if p.shape != (b,):
+                raise RatesError(f"probabilities must have shape [{b}], got {tuple(p.shape)}")
+        if self.weights is not None:
+            w = _tensor("weights", self.weights)
+            _check_float("weights", w)
+            if w.shape != (b,):
+                raise RatesError(f"weights must have shape [{b}], got {tuple(w.shape)}")
+        for name, g in self.groups.items():
+            g = _tensor(f"groups[{name!r}]", g)
+            if g.is_floating_point():
+                if g.dim() == 1:
+                    g = g.unsqueeze(1)
+                if g.dim() != 2 or g.shape[0] != b:
+                    raise RatesError(f"soft group {name!r} must have shape [B, G] with B = {b}, "
+                                     f"got {tuple(g.shape)}")
+                if name in self.group_values and len(self.group_values[name]) != g.shape[1]:
+                    raise RatesError(f"group {name!r} has {g.shape[1]} columns but "
+                                     f"{len(self.group_values[name])} value names")
+                self.group_values.setdefault(name, [str(i) for i in range(g.shape[1])])
+            else:
+                if g.dtype == torch.bool:
+                    g = g.long()
+                    self.group_values.setdefault(name, ["0", "1"])
+                if g.shape != (b,):
+                    raise RatesError(f"hard group {name!r} must have shape [{b}] (integer codes), "
+                                     f"got {tuple(g.shape)}")
+                if name not in self.group_values:
+                    raise RatesError(
+                        f"hard group {name!r} needs its value names in group_values "
+                        f"(e.g. group_values={{{name!r}: ['a', 'b']}}); the number of values "
+                        "cannot be read from the codes without a device sync")
+            self.groups[name] = g
+        if self.baseline_scores is not None:
+            bs = _tensor("baseline_scores", self.baseline_scores)
+            _check_float("baseline_scores", bs)
+            if bs.shape != (b,):
+                raise RatesError(f"baseline_scores must have shape [{b}], got {tuple(bs.shape)}")
+        if self.sources is not None:
+            src = _tensor("sources", self.sources)
+            if src.is_floating_point() or src.shape != (b,):
+                raise RatesError(f"sources must be integer ids of shape [{b}], got "
+                                 f"{src.dtype} {tuple(src.shape)}")
+            if not self.source_names:
+                raise RatesError("sources needs source_names (the name of each source id)")
+            self.source_names = [str(x) for x in self.source_names]
+        if self.example_ids is not None:
+            ids = _tensor("example_ids", self.example_ids)
+            if ids.is_floating_point() or ids.shape != (b,):
+                raise RatesError(f"example_ids must be integers of shape [{b}]")
+
+    @property
+    def size(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.labels.device
+
+    def is_soft(self, attribute: str) -> bool:
+        return self.groups[attribute].is_floating_point()
+
+    def check_values(self) -> None:
+        """Check values (syncs with the device): labels, codes, memberships, weights, NaN."""
+        y = self.labels
+        if not bool(torch.isfinite(y).all()):
+            raise RatesError("labels contain NaN or inf")
+        if self.label_kind == "binary" and not bool(((y == 0) | (y == 1)).all()):
+            raise RatesError("binary labels must be 0 or 1; declare label_kind='real' for "
+                             "regression targets")
+        if self.label_kind == "real" and not bool(((y >= 0) & (y <= 1)).all()):
+            raise RatesError("real labels must lie in [0, 1]")
+        if self.weights is not None and not bool(
+                (torch.isfinite(self.weights) & (self.weights >= 0)).all()):
+            raise RatesError("weights must be finite and non-negative")
+        for name, g in self.groups.items():
+            if g.is_floating_point():
+                ok = torch.isfinite(g).all() & (g >= 0).all() & (g.sum(1) <= 1 + 1e-5).all()
+                if not bool(ok):
+                    raise RatesError(f"soft group {name!r}: memberships must lie in [0, 1] and "
+                                     "each row must sum to at most 1")
+            else:
+                n = len(self.group_values[name])
+                if not bool(((g >= 0) & (g < n)).all()):
+                    raise RatesError(f"group {name!r}: codes must lie in 0..{n - 1} "
+                                     f"(values {self.group_values[name]})")
+        if self.sources is not None:
+            n = len(self.source_names or [])
+            if not bool(((self.sources >= 0) & (self.sources < n)).all()):
+                raise RatesError(f"sources must lie in 0..{n - 1}")
+        if self.scores is not None and not bool(torch.isfinite(self.scores).all()):
+            from .errors import NonFiniteScoresError
+
+            raise NonFiniteScoresError("scores contain NaN or inf")
+        if self.probabilities is not None:
+            p = self.probabilities
+            if not bool(((p >= 0) & (p <= 1)).all()):
+                raise RatesError("probabilities must lie in [0, 1]")
+
+    def signature(self) -> tuple:
+        """Everything about the batch's layout that a compiled evaluation plan depends on."""
+        return (
+            self.label_kind,
+            tuple(sorted((k, self.is_soft(k), tuple(v)) for k, v in self.group_values.items()
+                         if k in self.groups)),
+            self.baseline_scores is not None,
+            tuple(self.source_names) if self.sources is not None else None,
+            str(self.device),
+        )
+
+
+def _tensor(name: str, x: object) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise RatesError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def _check_float(name: str, x: torch.Tensor) -> None:
+    if not x.is_floating_point():
+        raise RatesError(f"{name} must be a floating-point tensor, got {x.dtype}")

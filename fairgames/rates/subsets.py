@@ -1,0 +1,247 @@
+"""Subsets of the examples over which rates are conditioned.
+
+A subset is a boolean formula over *factors* of an example that do not depend on the model:
+its label, the value of a named group attribute, its source data set and the prediction of a
+baseline model (churn). Formulas combine with ``&``, ``|`` and ``~``.
+
+Example:
+    >>> from fairgames.rates import group, positive_label
+    >>> s = group("sex", "Female") & positive_label()
+    >>> str(s)
+    "(group('sex', 'Female') & label(1))"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+GroupValue = Union[str, int]
+
+
+class Subset:
+    """A boolean formula over model-independent factors of an example."""
+
+    def __and__(self, other: Subset) -> Subset:
+        _check_subset(other)
+        if isinstance(self, Everything):
+            return other
+        if isinstance(other, Everything):
+            return self
+        return And(self, other)
+
+    def __or__(self, other: Subset) -> Subset:
+        _check_subset(other)
+        if isinstance(self, Everything) or isinstance(other, Everything):
+            return Everything()
+        return Or(self, other)
+
+    def __invert__(self) -> Subset:
+        return Not(self)
+
+    def key(self) -> tuple:
+        """A hashable structural key (equal formulas written alike share it)."""
+        raise NotImplementedError
+
+    def literals(self) -> list[Literal]:
+        """The factor literals this formula reads."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _check_subset(other: object) -> None:
+    if not isinstance(other, Subset):
+        raise TypeError(f"subsets combine only with subsets, got {type(other).__name__}")
+
+
+@dataclass(frozen=True, repr=False)
+class Everything(Subset):
+    """All examples."""
+
+    def key(self) -> tuple:
+        return ("all",)
+
+    def literals(self) -> list[Literal]:
+        return []
+
+    def __str__(self) -> str:
+        return "all"
+
+
+class Literal(Subset):
+    """A test of one factor: ``factor == value``."""
+
+    factor: str
+    value: GroupValue
+
+    def literals(self) -> list[Literal]:
+        return [self]
+
+
+@dataclass(frozen=True, repr=False)
+class LabelIs(Literal):
+    """Examples whose binary label equals ``value`` (0 or 1)."""
+
+    value: int
+
+    @property
+    def factor(self) -> str:  # type: ignore[override]
+        return "label"
+
+    def key(self) -> tuple:
+        return ("label", int(self.value))
+
+    def __str__(self) -> str:
+        return f"label({int(self.value)})"
+
+
+@dataclass(frozen=True, repr=False)
+class GroupIs(Literal):
+    """Examples whose attribute ``attribute`` takes ``value`` (a name or an integer code)."""
+
+    attribute: str
+    value: GroupValue
+
+    @property
+    def factor(self) -> str:  # type: ignore[override]
+        return "group:" + self.attribute
+
+    def key(self) -> tuple:
+        return ("group", self.attribute, self.value)
+
+    def __str__(self) -> str:
+        return f"group({self.attribute!r}, {self.value!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class SourceIs(Literal):
+    """Examples drawn from the named source data set (several data sets in one problem)."""
+
+    value: GroupValue
+
+    @property
+    def factor(self) -> str:  # type: ignore[override]
+        return "source"
+
+    def key(self) -> tuple:
+        return ("source", self.value)
+
+    def __str__(self) -> str:
+        return f"source({self.value!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class BaselineIs(Literal):
+    """Examples the baseline model predicts as ``value`` (1: positive, 0: negative)."""
+
+    value: int
+
+    @property
+    def factor(self) -> str:  # type: ignore[override]
+        return "baseline"
+
+    def key(self) -> tuple:
+        return ("baseline", int(self.value))
+
+    def __str__(self) -> str:
+        return f"baseline({int(self.value)})"
+
+
+@dataclass(frozen=True, repr=False)
+class And(Subset):
+    left: Subset
+    right: Subset
+
+    def key(self) -> tuple:
+        a, b = sorted([self.left.key(), self.right.key()], key=repr)
+        return ("and", a, b)
+
+    def literals(self) -> list[Literal]:
+        return self.left.literals() + self.right.literals()
+
+    def __str__(self) -> str:
+        return f"({self.left} & {self.right})"
+
+
+@dataclass(frozen=True, repr=False)
+class Or(Subset):
+    left: Subset
+    right: Subset
+
+    def key(self) -> tuple:
+        a, b = sorted([self.left.key(), self.right.key()], key=repr)
+        return ("or", a, b)
+
+    def literals(self) -> list[Literal]:
+        return self.left.literals() + self.right.literals()
+
+    def __str__(self) -> str:
+        return f"({self.left} | {self.right})"
+
+
+@dataclass(frozen=True, repr=False)
+class Not(Subset):
+    inner: Subset
+
+    def key(self) -> tuple:
+        return ("not", self.inner.key())
+
+    def literals(self) -> list[Literal]:
+        return self.inner.literals()
+
+    def __str__(self) -> str:
+        return f"~{self.inner}"
+
+
+def everything() -> Subset:
+    """All examples."""
+    return Everything()
+
+
+def positive_label() -> Subset:
+    """Examples with label 1 (binary labels only)."""
+    return LabelIs(1)
+
+
+def negative_label() -> Subset:
+    """Examples with label 0 (binary labels only)."""
+    return LabelIs(0)
+
+
+def group(attribute: str, value: GroupValue) -> Subset:
+    """Examples whose protected attribute ``attribute`` equals ``value``.
+
+    ``value`` is a value name (as in the batch's ``group_values``) or an integer code.
+    For a soft attribute (memberships ``[B, G]``) the subset weights each example by its
+    membership of ``value``.
+    """
+    if not isinstance(attribute, str) or not attribute:
+        raise TypeError(f"group attribute must be a non-empty string, got {attribute!r}")
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(f"group value must be a name or an integer code, got {value!r}")
+    return GroupIs(attribute, value)
+
+
+def source(name: GroupValue) -> Subset:
+    """Examples from the named source data set."""
+    return SourceIs(name)
+
+
+def baseline_positive() -> Subset:
+    """Examples the baseline model predicts positive (score > 0)."""
+    return BaselineIs(1)
+
+
+def baseline_negative() -> Subset:
+    """Examples the baseline model predicts negative (score <= 0)."""
+    return BaselineIs(0)
+
+
+def as_subset(where: Subset | None) -> Subset:
+    """``None`` means every example."""
+    if where is None:
+        return Everything()
+    _check_subset(where)
+    return where
