@@ -145,7 +145,8 @@ class PsiNode(Node):
 
     def __post_init__(self) -> None:
         if len(self.args) != self.psi.arity:
-            raise ValueError(f"{self.psi.name} takes {self.psi.arity} arguments, got {len(self.args)}")
+            raise ValueError(
+                f"{self.psi.name} takes {self.psi.arity} arguments, got {len(self.args)}")
 
     def key(self) -> tuple:
         return ("psi", self.psi.name, tuple(a.key() for a in self.args))
@@ -157,8 +158,8 @@ class PsiNode(Node):
         return f"{self.psi.name}(" + ", ".join(str(a) for a in self.args) + ")"
 
 
-Number = Union[int, float]
-ExpressionLike = Union["Expression", Number]
+Number = int | float
+ExpressionLike = Union["Expression", Number]  # noqa: UP007 (forward reference)
 
 
 class Expression:

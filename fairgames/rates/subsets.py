@@ -14,9 +14,8 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
-GroupValue = Union[str, int]
+GroupValue = str | int
 
 
 class Subset:
