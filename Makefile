@@ -28,7 +28,7 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check fairgames tests scripts benchmarks examples
-	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not gpu" $(ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rates_eval.py --quick
