@@ -1,0 +1,34 @@
+"""Data sets for fairgames: real benchmarks with the papers' preprocessing, a synthetic
+generator, seeded splits, noisy groups and a device-resident minibatch sampler.
+
+Example:
+    >>> from fairgames.data import MinibatchSampler, make_synthetic
+    >>> splits = make_synthetic(n=1000, seed=0)
+    >>> sampler = MinibatchSampler(splits.train, batch_size=64, seed=0)
+    >>> batch = splits.train.subset(next(sampler))
+    >>> len(batch)
+    64
+
+Real data sets (``available_datasets()``) are loaded with :func:`load`, e.g.
+``load("adult", protected="sex", split="official")``; see ``docs/data.md``.
+"""
+
+from .dataset import DatasetSplits, TabularDataset
+from .errors import DataError
+from .loaders import available_datasets, load
+from .noise import GroupNoiseEstimate, estimate_group_noise, flip_groups
+from .sampler import MinibatchSampler
+from .synthetic import make_synthetic
+
+__all__ = [
+    "DataError",
+    "DatasetSplits",
+    "GroupNoiseEstimate",
+    "MinibatchSampler",
+    "TabularDataset",
+    "available_datasets",
+    "estimate_group_noise",
+    "flip_groups",
+    "load",
+    "make_synthetic",
+]

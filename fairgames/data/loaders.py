@@ -1,0 +1,272 @@
+"""``load(name, ...)``: real data sets with the papers' preprocessing, and the synthetic one."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .dataset import DatasetSplits, TabularDataset
+from .errors import DataError
+from .preprocess import encode
+from .registry import DATASETS, DatasetDef, Recipe
+from .sources import Resolution, Source, resolve
+from .splits import random_split
+
+SPLITS = ("default", "official", "random")
+
+
+def available_datasets() -> list[str]:
+    """Names accepted by :func:`load` (``"synthetic"`` included).
+
+    Example:
+        >>> from fairgames.data import available_datasets
+        >>> available_datasets()
+        ['adult', 'bank', 'compas', 'credit', 'crime', 'german', 'law', 'synthetic']
+    """
+    return sorted([*DATASETS, "synthetic"])
+
+
+def dataset_info(name: str) -> dict[str, Any]:
+    """Attributes (with value names), targets and paper recipes of a data set.
+
+    Example:
+        >>> from fairgames.data.loaders import dataset_info
+        >>> dataset_info("adult")["attributes"]["race3"]
+        ['White', 'Black', 'Other']
+    """
+    d = _definition(name)
+    return {
+        "name": d.name,
+        "title": d.title,
+        "attributes": {a.name: list(a.values) for a in d.attributes.values()},
+        "targets": {t.name: t.kind for t in d.targets.values()},
+        "papers": [p for p in d.recipes if p is not None],
+        "sources": [s.name for s in d.sources],
+    }
+
+
+def _definition(name: str) -> DatasetDef:
+    if not isinstance(name, str) or name not in DATASETS:
+        raise DataError(f"unknown data set {name!r}; available: {available_datasets()} "
+                        "(Wiki Toxicity cannot be had offline and is not provided)")
+    return DATASETS[name]
+
+
+@lru_cache(maxsize=16)
+def _parse_cached(dataset: str, source_name: str,
+                  key: tuple[tuple[str, str, str], ...]) -> pd.DataFrame:
+    source = _source(dataset, source_name)
+    paths = {role: Path(path) for role, path, _ in key}
+    return source.parser(paths)
+
+
+def _source(dataset: str, source_name: str) -> Source:
+    return next(s for s in DATASETS[dataset].sources if s.name == source_name)
+
+
+def read_raw(name: str, *, root: str | os.PathLike[str] | None = None,
+             filtered: bool = True) -> tuple[pd.DataFrame, Resolution]:
+    """The canonical frame of a real data set (after its base filters if ``filtered``).
+
+    Example:
+        >>> from fairgames.data.loaders import read_raw
+        >>> frame, res = read_raw("compas")       # doctest: +SKIP
+        >>> len(frame)                            # doctest: +SKIP
+        6172
+    """
+    d = _definition(name)
+    res = resolve(d.name, d.sources, root=root)
+    key = tuple(sorted((role, str(f.path), f.sha256) for role, f in res.files.items()))
+    frame = _parse_cached(d.name, res.source.name, key).copy()
+    if filtered and d.base_filter is not None:
+        frame = d.base_filter(frame)
+    return frame, res
+
+
+def _strata(kind: str | None, labels: np.ndarray, codes: np.ndarray,
+            label_kind: str) -> np.ndarray | None:
+    if kind is None:
+        return None
+    if kind == "group":
+        return codes
+    if label_kind != "binary":
+        return codes if kind == "label_group" else None
+    lab = labels.astype(np.int64)
+    return lab if kind == "label" else codes * 2 + lab
+
+
+def load(
+    name: str,
+    *,
+    protected: str | None = None,
+    target: str | None = None,
+    split: str = "default",
+    seed: int = 0,
+    root: str | os.PathLike[str] | None = None,
+    include_protected: bool | None = None,
+    validation_fraction: float | None = None,
+    paper: str | None = None,
+) -> DatasetSplits:
+    """Load a data set as seeded train / validation / test :class:`TabularDataset` splits.
+
+    Args:
+        name: one of :func:`available_datasets`.
+        protected: the protected attribute that is left out of the features (unless
+            ``include_protected``) and used for stratification where the recipe stratifies
+            by group; every attribute of the data set is in ``groups`` regardless.
+            Default: the recipe's.
+        target: the label (e.g. ``"high_crime"`` or ``"violent_crimes"`` for Crime).
+        split: ``"default"`` (the recipe's protocol), ``"random"`` (a seeded re-split of
+            all rows) or ``"official"`` (Adult only: adult.data for train/validation,
+            adult.test for test).
+        seed: seed of the split (drawn on the CPU with ``numpy.random.default_rng``).
+        root: a directory holding the raw files (else ``FAIRGAMES_DATA``, the cache, an
+            installed data package, a download).
+        include_protected: put the protected attribute's columns in the features. Default:
+            the recipe's (``False`` without ``paper``).
+        validation_fraction: share of the non-test rows held out for validation.
+        paper: follow the protocol of one of the papers (``"000"`` ... ``"004"``; see
+            ``docs/data.md``): preprocessing, label, attribute and split. Explicit
+            arguments override it.
+
+    Raises:
+        DataError: unknown data set, attribute, target, split or paper; missing raw files
+            (the message says how to get them).
+
+    Example:
+        >>> from fairgames.data import load
+        >>> splits = load("adult", protected="sex", split="official")   # doctest: +SKIP
+        >>> len(splits.test)                                            # doctest: +SKIP
+        16281
+        >>> "sex=Male" in splits.train.feature_names                    # doctest: +SKIP
+        False
+    """
+    if name == "synthetic":
+        return _load_synthetic(protected, target, split, seed, validation_fraction)
+    d = _definition(name)
+    if paper is not None:
+        paper = str(paper).zfill(3) if str(paper).isdigit() else str(paper)
+    if paper not in d.recipes:
+        known = [p for p in d.recipes if p is not None]
+        raise DataError(f"data set {name!r} has no recipe for paper {paper!r}; known: {known}")
+    recipe: Recipe = d.recipes[paper]
+    protected = protected if protected is not None else recipe.protected
+    if protected not in d.attributes:
+        raise DataError(f"unknown protected attribute {protected!r} for data set {name!r}; "
+                        f"known: {sorted(d.attributes)}")
+    target = target if target is not None else recipe.target
+    if target not in d.targets:
+        raise DataError(f"unknown target {target!r} for data set {name!r}; known: "
+                        f"{sorted(d.targets)}")
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
+    mode = recipe.split if split == "default" else split
+    if mode == "official" and not d.has_official_split:
+        raise DataError(f"data set {name!r} has no official split; use split='random'")
+    include = recipe.include_protected if include_protected is None else bool(include_protected)
+    vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
+    if not 0.0 <= float(vfrac) < 1.0:
+        raise DataError(f"validation_fraction must be in [0, 1), got {vfrac}")
+    test_fraction = recipe.test_fraction if recipe.split == "random" else d.random_test_fraction
+
+    frame, res = read_raw(name, root=root)
+    n_filtered = len(frame)
+    if recipe.row_filter is not None:
+        frame = recipe.row_filter(frame)
+    tgt = d.targets[target]
+    labels = np.asarray(tgt.values(frame), dtype=np.float64)
+    codes = {a: np.asarray(attr.codes(frame), dtype=np.int64) for a, attr in d.attributes.items()}
+    attr = d.attributes[protected]
+    strata = _strata(recipe.stratify, labels, codes[protected], tgt.kind)
+
+    # ---- split indices (CPU, numpy default_rng)
+    n = len(frame)
+    if mode == "official":
+        test = np.flatnonzero(frame["part"].to_numpy() == "test")
+        pool = np.flatnonzero(frame["part"].to_numpy() != "test")
+    else:
+        pool, test = random_split(n, (1.0 - test_fraction, test_fraction), seed=[seed, 0],
+                                  stratify=strata)
+    sub = None if strata is None else strata[pool]
+    tr, va = random_split(len(pool), (1.0 - vfrac, vfrac), seed=[seed, 1], stratify=sub)
+    train, val = pool[tr], pool[va]
+
+    # ---- features (fitted on the training rows)
+    dropped = set(tgt.columns)
+    if not include or recipe.group_as_feature:
+        dropped |= set(attr.columns)
+    cols = [c for c in recipe.features(frame) if c.name not in dropped]
+    x, names, fitted = encode(frame, cols, train)
+    if include and recipe.group_as_feature:
+        g = codes[protected]
+        if len(attr.values) == 2:
+            extra = g.astype(np.float32)[:, None]
+            names = [*names, f"{protected}={attr.values[1]}"]
+        else:
+            extra = np.eye(len(attr.values), dtype=np.float32)[g]
+            names = [*names, *[f"{protected}={v}" for v in attr.values]]
+        x = np.concatenate([x, extra], axis=1)
+
+    full = TabularDataset(
+        features=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+        labels=torch.from_numpy(labels.astype(np.float32)),
+        label_kind=tgt.kind,
+        groups={a: torch.from_numpy(c) for a, c in codes.items()},
+        group_names={a: list(v.values) for a, v in d.attributes.items()},
+        feature_names=names,
+        label_name=target,
+        name=name,
+    )
+    metadata: dict[str, Any] = {
+        "name": name,
+        "title": d.title,
+        "paper": paper,
+        "protected": protected,
+        "target": target,
+        "label_kind": tgt.kind,
+        "label_description": tgt.description,
+        "include_protected": include,
+        "split": mode,
+        "seed": int(seed),
+        "test_fraction": None if mode == "official" else test_fraction,
+        "validation_fraction": float(vfrac),
+        "stratify": recipe.stratify,
+        "preprocessing": recipe.description,
+        "filters": d.filter_description,
+        "rows": {"raw": None, "after_filters": n_filtered, "used": n,
+                 "train": len(train), "validation": len(val), "test": len(test)},
+        "source": res.source.name,
+        "source_description": res.source.description,
+        "sources": [f.as_dict() for f in res.files.values()],
+        "encoders": fitted,
+        "split_indices": {"train": train, "validation": val, "test": test},
+        "attributes": {a.name: a.description for a in d.attributes.values()},
+    }
+    return DatasetSplits(
+        train=full.subset(torch.from_numpy(train)),
+        validation=full.subset(torch.from_numpy(val)),
+        test=full.subset(torch.from_numpy(test)),
+        metadata=metadata,
+    )
+
+
+def _load_synthetic(protected: str | None, target: str | None, split: str, seed: int,
+                    validation_fraction: float | None) -> DatasetSplits:
+    from .synthetic import make_synthetic
+
+    if protected not in (None, "group"):
+        raise DataError(f"unknown protected attribute {protected!r} for data set 'synthetic'; "
+                        "known: ['group']")
+    if target not in (None, "y"):
+        raise DataError(f"unknown target {target!r} for data set 'synthetic'; known: ['y']")
+    if split not in ("default", "random"):
+        raise DataError(f"data set 'synthetic' has only split='default' / 'random', got "
+                        f"{split!r}")
+    v = 0.25 if validation_fraction is None else float(validation_fraction)
+    return make_synthetic(seed=seed, split=(0.8 * (1 - v), 0.8 * v, 0.2))

