@@ -12,8 +12,10 @@ How the pass stays flat as the number of leaves K grows:
 3. Each event is affine in ``ŷ_z`` with coefficients fixed per cell (see ``events.py``), so each
    leaf's numerator is a fixed sparse combination of the cell sums, and each subset's
    denominator a sum of cells' weights: one sparse matrix product compiled once per batch
-   layout. The surrogate rows take the upper bound for positive coefficients and the lower
-   bound for negative ones, so ``upper ≥ true ≥ lower`` leaf by leaf for bound surrogates.
+   layout (applied as a gather, a multiply and an ``index_add``, whose cost and overhead are
+   O(non-zeros) forward and backward, unlike a sparse COO matmul). The surrogate rows take the
+   upper bound for positive coefficients and the lower bound for negative ones, so
+   ``upper ≥ true ≥ lower`` leaf by leaf for bound surrogates.
 
 Denominators: in training mode a subset whose weight in the minibatch is (near) zero uses a
 running estimate of its proportion (an exponential moving average with bias correction, floored
@@ -93,10 +95,21 @@ class _Plan:
     hard_cells: int
     soft_cells: int
     columns: int
-    matrix: torch.Tensor            # sparse [3K + M, cells·columns]
+    matrix: torch.Tensor            # sparse [3K + M, cells·columns] (coalesced, float64)
     leaf_subset: torch.Tensor       # [K] subset index of each leaf
     n_leaves: int
     n_subsets: int
+    rows: torch.Tensor              # the matrix's non-zeros: row ids, column ids, values
+    cols: torch.Tensor
+    values: dict[torch.dtype, torch.Tensor]   # values cast once per dtype
+
+    def apply(self, sums: torch.Tensor) -> torch.Tensor:
+        """``matrix @ sums``: gather the non-zeros' columns, scale, and add them up per row."""
+        vals = self.values.get(sums.dtype)
+        if vals is None:
+            vals = self.values[sums.dtype] = self.values[torch.float64].to(sums.dtype)
+        out = torch.zeros(self.matrix.shape[0], dtype=sums.dtype, device=sums.device)
+        return out.index_add(0, self.rows, vals * sums.index_select(0, self.cols))
 
 
 class RateEvaluator(torch.nn.Module):
@@ -281,8 +294,11 @@ class RateEvaluator(torch.nn.Module):
         matrix = torch.sparse_coo_tensor(
             index, values, (3 * k + len(self.subsets), cells * columns),
             check_invariants=True).coalesce()
-        return _Plan(factors, hard_cells, soft_cells, columns, matrix.to(batch.device),
-                     torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets))
+        matrix = matrix.to(batch.device)
+        rows, cols = matrix.indices()
+        return _Plan(factors, hard_cells, soft_cells, columns, matrix,
+                     torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets),
+                     rows, cols, {torch.float64: matrix.values()})
 
     # ------------------------------------------------------------------ the pass
     def cell_sums(self, batch: Batch, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -348,7 +364,7 @@ class RateEvaluator(torch.nn.Module):
         return sums.reshape(-1)
 
     def _combine(self, plan: _Plan, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.sparse.mm(plan.matrix.to(sums.dtype), sums[:, None])[:, 0]
+        out = plan.apply(sums)
         k = plan.n_leaves
         return out[: 3 * k], out[3 * k:]
 

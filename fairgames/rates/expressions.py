@@ -384,6 +384,12 @@ def _node_interval(node: Node, values: LeafLookup):
     lows, highs = [], []
     for i, arg in enumerate(node.args):
         alo, ahi = _interval(arg, values)
+        # The true argument lies in ψ's domain, so intersecting its surrogate interval with the
+        # domain keeps it a bound; outside the domain ψ need not be monotone (a hinge lower
+        # bound of a rate can be negative, and the geometric mean of two negative numbers is
+        # positive), so without this the "bound" can cross the true value.
+        d_lo, d_hi = node.psi.domain[i]
+        alo, ahi = alo.clamp(d_lo, d_hi), ahi.clamp(d_lo, d_hi)
         m = node.psi.monotone[i]
         if m > 0:
             lows.append(alo)

@@ -3,7 +3,9 @@
 On CPU there is no device to wait for, so syncs are caught where they start: every
 ``.item()``, ``bool(tensor)``, ``int(tensor)`` or data-dependent shape reads a scalar through
 ``aten._local_scalar_dense`` (and ``nonzero``/``unique`` through their own ops). The guard is a
-``TorchDispatchMode`` that raises on those ops. On a GPU, combine it with
+``TorchDispatchMode`` that raises on those ops, and on ops whose output size depends on values
+(indexing with a boolean mask, ``repeat_interleave`` without ``output_size``): on CPU these run
+``nonzero`` below the dispatch mode, where the guard cannot see it. On a GPU, combine it with
 ``torch.cuda.set_sync_debug_mode("error")``.
 
 Example:
@@ -33,7 +35,19 @@ _SYNCING_OPS = {
     "aten::_unique2",
     "aten::masked_select",
     "aten::is_nonzero",
+    "aten::equal",
 }
+
+
+def _data_dependent_size(name: str, args: tuple, kwargs: dict) -> bool:
+    """Ops that sync only for some arguments (their CPU kernels call nonzero internally)."""
+    if name == "aten::index" and len(args) > 1:
+        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+                   for i in args[1])
+    if name == "aten::repeat_interleave":
+        repeats = args[1] if len(args) > 1 else (args[0] if args else None)
+        return isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None
+    return False
 
 
 class NoHostSync(TorchDispatchMode):
@@ -41,7 +55,7 @@ class NoHostSync(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._schema.name
-        if name in _SYNCING_OPS:
+        if name in _SYNCING_OPS or _data_dependent_size(name, args, kwargs or {}):
             raise RuntimeError(f"host-device sync: {name} was called inside no_host_sync()")
         return func(*args, **(kwargs or {}))
 
