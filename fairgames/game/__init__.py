@@ -1,0 +1,63 @@
+"""The game: a rate problem compiled into a Lagrangian, its players, an optimizer that plays it
+in a torch training loop, and the solutions it produces.
+
+Example:
+    >>> import torch
+    >>> from fairgames.rates import error_rate, true_positive_rate, group
+    >>> from fairgames.game import ConstrainedOptimizer, Problem
+    >>> tpr = lambda v: true_positive_rate(group("sex", v))
+    >>> problem = Problem(error_rate(), [(tpr("F") >= tpr("M") - 0.05).named("tpr_parity")])
+    >>> model = torch.nn.Linear(4, 1)
+    >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+    >>> copt.preset.name, copt.multipliers.name
+    ('proxy_lagrangian', 'swap_regret')
+"""
+
+from .conjugates import box_argmin, psi_linear_argmin, register_closed_form
+from .history import InfeasibilityMonitor, StepRecord
+from .lagrangian import LagrangianTerms
+from .optimizer import ConstrainedOptimizer
+from .players import (
+    DEFAULT_RADIUS,
+    BestResponsePlayer,
+    DualContext,
+    ExponentiatedGradient,
+    FollowTheLeader,
+    GradientAscent,
+    GradientPlayer,
+    MultiplierPlayer,
+    SlackPlayer,
+    SwapRegret,
+    make_multiplier_player,
+)
+from .presets import DEFAULT_PRESET, PRESETS, Preset, get_preset
+from .problem import Problem
+from .projections import project_box, project_l1_ball_nonnegative, project_simplex
+from .solutions import (
+    RULES,
+    STRATEGIES,
+    CandidateValues,
+    LPMixture,
+    SnapshotRecorder,
+    StochasticModel,
+    best_iterate,
+    evaluate_candidates,
+    load_solution,
+    materialize,
+    model_state,
+    save_solution,
+    shrink_lp,
+    skeleton_of,
+)
+
+__all__ = [
+    "DEFAULT_PRESET", "DEFAULT_RADIUS", "PRESETS", "RULES", "STRATEGIES", "BestResponsePlayer",
+    "CandidateValues", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
+    "FollowTheLeader", "GradientAscent", "GradientPlayer", "InfeasibilityMonitor",
+    "LPMixture", "LagrangianTerms", "MultiplierPlayer", "Preset", "Problem", "SlackPlayer",
+    "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
+    "box_argmin", "evaluate_candidates", "get_preset", "load_solution",
+    "make_multiplier_player", "materialize", "model_state", "project_box",
+    "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
+    "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",
+]

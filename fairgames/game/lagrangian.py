@@ -1,0 +1,499 @@
+"""The compiled Lagrangian: dense device tensors and a few slack terms (built by ``Problem``).
+
+With leaf rates ``R [K]``, slacks ``s [S]`` (ψ slacks ξ and ratio slacks z), values of
+model-independent arguments ``φ [P]`` (e.g. KLD's ``p``), objective weight ``ω`` and
+multipliers ``λ [M]``, the Lagrangian is (paper 000, eqs. (2), (5); ratios as below)::
+
+    L = ω·(⟨w, R⟩ + w₀ + ⟨w_s, s⟩ + h₀(s, φ))
+        + Σ_j λ_j·(⟨A_j, R⟩ + d_j + ⟨B_j, s⟩ + h_j(s, φ) + Σ_{b: row j} s_{k_b}·(⟨u_b, R⟩ + u0_b))
+
+where ``h_j`` sums the row's ψ terms ``c·ψ(ξ, φ)``, and the last sum holds the bilinear
+entries of ratio rows. Everything a step needs is then a mat-vec:
+
+* the θ-player's leaf costs ``c(λ, s) = ω·w + Aᵀλ + Σ_b λ_{j_b}·s_{k_b}·u_b`` (each leaf then
+  enters through its sign-correct surrogate bound: ``c⁺·upper + c⁻·lower``);
+* the multipliers' gradient ``∂L/∂λ`` — each row's value — the TRUE violations when ``R`` are
+  the true rates (no second autograd pass);
+* the slacks' gradient ``ω·w_s + Bᵀλ + ∂h/∂s + Σ_b λ_{j_b}(⟨u_b,R⟩+u0_b)e_{k_b}``.
+
+Ratios (P3). A term ``c·⟨α,R⟩/⟨β,R⟩`` is played in one of two ways (the preset's
+``ratio_slacks``):
+
+* ``"linearize"`` (default): no slack — the θ-player sees the ratio's gradient at the true rates,
+  ``c·(α − z·β)/den`` with ``z = num/den``, and its row gains ``c·z``, the true value. This is
+  the slack ``z`` and its row's multiplier at their best responses (``z = num/den`` makes the
+  row tight, where ``∂L/∂z = 0`` fixes that multiplier at ``c/den``).
+* ``"gradient"``: ``c·z`` with one ratio slack ``z`` and the row ``σ·(⟨α,R⟩ − z·⟨β,R⟩) ≤ 0``
+  (``σ = sign c``): for ``c < 0`` (a ratio to maximise) ``z ≤ num/den``, for ``c > 0``
+  ``z ≥ num/den`` — valid because the denominator is positive — with ``z`` on projected OGD
+  (Algorithm 3's strategy). This is the ratio slack of Cotter et al. (JMLR 2019, TFCO) rather
+  than paper 000's numerator and denominator slacks ``a, b``: ``L`` is linear in ``z``, whereas
+  ``−a/b`` is concave in ``b``. Measured on the F-measure parity problem of the tests, OGD on
+  ``a, b`` ran to the corner of the box (``a`` at its top, ``b`` at its floor) and made both the
+  objective and the constraint worse; OGD on ``z`` stays in its box but oscillates (its averaged
+  model barely improved the parity gap), while the linearised form halved it.
+
+Example:
+    >>> import torch
+    >>> from fairgames.rates import error_rate, true_positive_rate, group
+    >>> from fairgames.game import Problem
+    >>> t = Problem(error_rate(), [true_positive_rate(group("g", "a")) >= 0.8]).terms
+    >>> t.leaf_costs(torch.tensor(1.0), torch.tensor([2.0]), t.slack_lo).tolist()
+    [1.0, -2.0]
+    >>> [round(v, 4) for v in t.affine_rows(torch.tensor([0.1, 0.7])).tolist()]  # 0.8 - TPR
+    [0.1]
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from fairgames.rates import Expression, Psi, PsiNode, RatioNode
+
+from .conjugates import psi_linear_argmin
+
+
+@dataclass(frozen=True, eq=False)
+class PsiTerm:
+    """``coefficient·ψ(ξ, φ)`` in row ``row`` (``-1``: the objective)."""
+
+    row: int
+    coefficient: float
+    psi: Psi
+    free: tuple[int, ...]          # argument positions played by slacks
+    slacks: tuple[int, ...]        # slack index of each free argument
+    fixed: Mapping[int, int]       # argument position → index into the fixed values φ
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class RatioTerm:
+    """``coefficient·num/den`` in row ``row`` (``-1``: objective), played by slack ``slack``
+    through the bilinear row ``slack_row``."""
+
+    row: int
+    coefficient: float
+    slack: int
+    slack_row: int
+    name: str
+
+
+@dataclass(frozen=True)
+class LinearRatio:
+    """``coefficient·num/den`` in row ``row`` (``-1``: objective), played without a slack: the
+    θ-player sees its gradient at the true rates, ``c·(α − z·β)/den`` with ``z = num/den``,
+    and its row gains ``c·z`` (see :class:`LagrangianTerms`)."""
+
+    row: int
+    coefficient: float
+    num: list[float]
+    num0: float
+    den: list[float]
+    den0: float
+    name: str
+
+
+@dataclass(frozen=True)
+class Bilinear:
+    """``s_slack·(⟨u, R⟩ + u0)`` added to row ``row``."""
+
+    row: int
+    slack: int
+    u: list[float]
+    u0: float
+
+
+def _t(x: object, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    out = torch.tensor(x, dtype=torch.float32)
+    return out.reshape(shape) if shape is not None else out
+
+
+class TrueEvaluation(torch.nn.Module):
+    """The original (un-relaxed) objective and constraints as functions of leaf values."""
+
+    def __init__(self, objective: Expression, constraints: Sequence[Expression],
+                 index: Mapping[tuple, int]) -> None:
+        super().__init__()
+        k = len(index)
+
+        def vec(form) -> list[float]:
+            v = [0.0] * k
+            for lf, c in form.terms:
+                v[index[lf.key]] += c
+            return v
+
+        exprs = [objective, *constraints]
+        self.register_buffer("a", _t([vec(e.affine) for e in exprs], (len(exprs), k)),
+                             persistent=False)
+        self.register_buffer("d", _t([e.affine.constant for e in exprs]), persistent=False)
+        self.nodes: list[tuple[int, float, object, list[torch.Tensor], list[float]]] = []
+        node_rows: list[int] = []
+        for i, e in enumerate(exprs):
+            for c, node in e.nodes:
+                if isinstance(node, RatioNode):
+                    forms = [node.numerator, node.denominator]
+                else:
+                    assert isinstance(node, PsiNode)
+                    forms = [arg.affine for arg in node.args]
+                self.nodes.append((i, c, node, [_t(vec(f)) for f in forms],
+                                   [f.constant for f in forms]))
+                node_rows.append(i)
+        self.register_buffer("node_rows", torch.tensor(node_rows, dtype=torch.long),
+                             persistent=False)
+
+    @staticmethod
+    def build(objective: Expression, constraints: Sequence[Expression],
+              index: Mapping[tuple, int]) -> TrueEvaluation:
+        return TrueEvaluation(objective, constraints, index)
+
+    def _apply(self, fn, recurse=True):  # keep the per-node vectors on the module's device
+        super()._apply(fn, recurse)
+        self.nodes = [(i, c, n, [fn(v) for v in vs], cs) for i, c, n, vs, cs in self.nodes]
+        return self
+
+    def forward(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(objective, constraints [C])`` at leaf values ``[K]``, in their precision (float64
+        for a whole split's exact values)."""
+        dt = leaves.dtype if leaves.is_floating_point() else self.a.dtype
+        leaves = leaves.to(dt)
+        out = self.a.to(dt) @ leaves + self.d.to(dt)
+        extra = []
+        for i, c, node, vs, cs in self.nodes:
+            args = [v.to(dt) @ leaves + k for v, k in zip(vs, cs, strict=True)]
+            if isinstance(node, RatioNode):
+                val = args[0] / args[1]
+            else:
+                val = node.psi(*args)  # type: ignore[attr-defined]
+            extra.append((i, c * val))
+        if extra:
+            out = out.index_add(0, self.node_rows, torch.stack([v for _, v in extra]).to(out.dtype))
+        return out[0], out[1:]
+
+
+class LagrangianTerms(torch.nn.Module):
+    """Dense tensors of the compiled Lagrangian (see the module docstring). Built by
+    :class:`~fairgames.game.Problem`; move to a device with :meth:`on`."""
+
+    def __init__(self, *, num_leaves: int, objective: list[float], objective_constant: float,
+                 objective_slack: dict[int, float], rows_a: list[list[float]],
+                 rows_d: list[float], rows_b: list[dict[int, float]], bilinear: list[Bilinear],
+                 row_names: list[str], row_kinds: list[str], slack_lo: list[float],
+                 slack_hi: list[float], slack_init: list[tuple[list[float], float, list[float],
+                                                               float]],
+                 slack_names: list[str], slack_kinds: list[str], fixed_map: list[list[float]],
+                 fixed_const: list[float], psi_terms: list[PsiTerm],
+                 ratio_terms: list[RatioTerm], linear_ratios: list[LinearRatio],
+                 ratio_floor: float, truth: TrueEvaluation,
+                 constraint_rows: Sequence[int] = ()) -> None:
+        super().__init__()
+        k, m, s, p = num_leaves, len(rows_a), len(slack_lo), len(fixed_map)
+        self.num_leaves, self.num_rows, self.num_slacks, self.num_fixed = k, m, s, p
+        self.row_names, self.row_kinds = list(row_names), list(row_kinds)
+        self.slack_names, self.slack_kinds = list(slack_names), list(slack_kinds)
+        self.objective_constant = float(objective_constant)
+        self.psi_terms, self.ratio_terms = list(psi_terms), list(ratio_terms)
+        self.num_bilinear = len(bilinear)
+        self.linear_ratios = list(linear_ratios)
+        self.num_linear = len(linear_ratios)
+        self.ratio_floor = float(ratio_floor)
+        self.original = truth
+        a = _t(rows_a, (m, k))
+        b = torch.zeros(m, s)
+        for j, entries in enumerate(rows_b):
+            for col, v in entries.items():
+                b[j, col] = v
+        # slack → [(row, σ)] of its slack rows (σ = +1: arg ≤ slack, −1: arg ≥ slack).
+        self._slack_rows: dict[int, list[tuple[int, float]]] = {}
+        for j, entries in enumerate(rows_b):
+            if row_kinds[j] == "slack":
+                for col, v in entries.items():
+                    self._slack_rows.setdefault(col, []).append((j, -float(v)))
+        w_s = torch.zeros(s)
+        for col, v in objective_slack.items():
+            w_s[col] = v
+        u = _t([x.u for x in bilinear], (len(bilinear), k))
+        buffers = {
+            "objective": _t(objective, (k,)),
+            "objective_slack": w_s,
+            "a": a,
+            "a_t": a.t().contiguous(),
+            "a_pos": a.clamp_min(0.0),
+            "a_neg": a.clamp_max(0.0),
+            "d": _t(rows_d, (m,)),
+            "b": b,
+            "b_t": b.t().contiguous(),
+            "bil_row": torch.tensor([x.row for x in bilinear], dtype=torch.long),
+            "bil_slack": torch.tensor([x.slack for x in bilinear], dtype=torch.long),
+            "bil_u": u,
+            "bil_u_t": u.t().contiguous(),
+            "bil_u_pos": u.clamp_min(0.0),
+            "bil_u_neg": u.clamp_max(0.0),
+            "bil_u0": _t([x.u0 for x in bilinear], (len(bilinear),)),
+            "slack_lo": _t(slack_lo, (s,)),
+            "slack_hi": _t(slack_hi, (s,)),
+            "init_num": _t([x[0] for x in slack_init], (s, k)),
+            "init_num0": _t([x[1] for x in slack_init], (s,)),
+            "init_den": _t([x[2] for x in slack_init], (s, k)),
+            "init_den0": _t([x[3] for x in slack_init], (s,)),
+            "fixed_map": _t(fixed_map, (p, k)),
+            "fixed_const": _t(fixed_const, (p,)),
+            "psi_slacks": torch.tensor([i for t in psi_terms for i in t.slacks],
+                                       dtype=torch.long),
+        }
+        n_lin = len(linear_ratios)
+        lin_num = _t([r.num for r in linear_ratios], (n_lin, k))
+        lin_den = _t([r.den for r in linear_ratios], (n_lin, k))
+        buffers.update({
+            "lin_num": lin_num,
+            "lin_num_t": lin_num.t().contiguous(),
+            "lin_num0": _t([r.num0 for r in linear_ratios], (n_lin,)),
+            "lin_den": lin_den,
+            "lin_den_t": lin_den.t().contiguous(),
+            "lin_den0": _t([r.den0 for r in linear_ratios], (n_lin,)),
+            "lin_row": torch.tensor([r.row + 1 for r in linear_ratios], dtype=torch.long),
+            "lin_coef": _t([r.coefficient for r in linear_ratios], (n_lin,)),
+        })
+        for n, t in enumerate(psi_terms):
+            # Per-term index tensors, made once: building them per step would copy to the device.
+            buffers[f"psi_idx_{n}"] = torch.tensor(t.slacks, dtype=torch.long)
+            buffers[f"psi_row_{n}"] = torch.tensor([t.row + 1], dtype=torch.long)
+        buffers["constraint_rows"] = torch.tensor(list(constraint_rows), dtype=torch.long)
+        # The (P1) leader's index tensors (see psi_leader), built once.
+        self._p1_leader = bool(psi_terms) and all(k == "slack" for k in row_kinds) and all(
+            t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios
+        rows, signs, args = [], [], []
+        offset = 0
+        for n, t in enumerate(psi_terms):
+            first = [self._slack_rows.get(si, [(0, 1.0)])[0] for si in t.slacks]
+            buffers[f"leader_first_{n}"] = torch.tensor([j for j, _ in first], dtype=torch.long)
+            buffers[f"leader_first_sign_{n}"] = _t([sg for _, sg in first], (len(first),))
+            buffers[f"leader_lo_{n}"] = _t([t.psi.domain[i][0] + 1e-6 for i in t.free],
+                                           (len(t.free),))
+            buffers[f"leader_hi_{n}"] = _t([t.psi.domain[i][1] - 1e-6 for i in t.free],
+                                           (len(t.free),))
+            for m, si in enumerate(t.slacks):
+                for j, sg in self._slack_rows.get(si, []):
+                    rows.append(j)
+                    signs.append(sg)
+                    args.append(offset + m)
+            offset += len(t.slacks)
+        buffers["leader_rows"] = torch.tensor(rows, dtype=torch.long)
+        buffers["leader_sign"] = _t(signs, (len(signs),))
+        buffers["leader_arg"] = torch.tensor(args, dtype=torch.long)
+        for name, value in buffers.items():
+            self.register_buffer(name, value, persistent=False)
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def has_slacks(self) -> bool:
+        return self.num_slacks > 0
+
+    @property
+    def has_psi(self) -> bool:
+        return bool(self.psi_terms)
+
+    @property
+    def has_ratios(self) -> bool:
+        """Whether ratio terms are played by slacks (``ratios="gradient"``)."""
+        return bool(self.ratio_terms)
+
+    def non_monotone_terms(self) -> list[str]:
+        """ψ terms monotone in neither direction in some model-dependent argument (KLD's p̂)."""
+        return [t.name for t in self.psi_terms if any(t.psi.monotone[i] == 0 for i in t.free)]
+
+    def on(self, device: torch.device | str) -> LagrangianTerms:
+        """A copy of these terms on ``device`` (the problem's own copy stays where it is)."""
+        return copy.deepcopy(self).to(device)
+
+    # ------------------------------------------------------------------ the θ-player
+    def leaf_costs(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
+                   ratios: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """``c(λ, s) = ω·w + Aᵀλ + Σ_b λ_{j_b} s_{k_b} u_b`` [K]: each leaf's coefficient in L;
+        linearised ratios add ``weight·c·(α − z·β)/den`` with ``(z, den)`` =
+        :meth:`ratio_values` at the true rates."""
+        costs = torch.addmv(omega * self.objective, self.a_t, lam)
+        if self.num_bilinear:
+            costs = torch.addmv(costs, self.bil_u_t, lam[self.bil_row] * slacks[self.bil_slack])
+        if self.num_linear:
+            assert ratios is not None, "linearised ratios need ratio_values() of the step"
+            z, den = ratios
+            w = torch.cat([omega.reshape(1), lam])[self.lin_row] * self.lin_coef / den
+            costs = torch.addmv(torch.addmv(costs, self.lin_num_t, w), self.lin_den_t, -w * z)
+        return costs
+
+    def ratio_values(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(z, den)`` [T] of the linearised ratios at leaf values (den floored)."""
+        num = torch.addmv(self.lin_num0, self.lin_num, leaves)
+        den = torch.addmv(self.lin_den0, self.lin_den, leaves).clamp_min(self.ratio_floor)
+        return num / den, den
+
+    @staticmethod
+    def surrogate(costs: torch.Tensor, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
+        """``Σ c⁺·upper + c⁻·lower``: the sign-correct surrogate of ``⟨c, R⟩`` (an upper bound
+        for bound surrogates, paper 000 eq. (4))."""
+        return torch.dot(costs.clamp_min(0.0), upper) + torch.dot(costs.clamp_max(0.0), lower)
+
+    # ------------------------------------------------------------------ rows
+    def affine_rows(self, leaves: torch.Tensor) -> torch.Tensor:
+        """``A·R + d`` [M] at leaf values (the R-part of every row)."""
+        return torch.addmv(self.d, self.a, leaves)
+
+    def affine_rows_bound(self, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
+        """``A⁺·upper + A⁻·lower + d``: the rows' surrogate (upper-bound) R-part."""
+        return self.a_pos @ upper + self.a_neg @ lower + self.d
+
+    def bilinear_values(self, leaves: torch.Tensor) -> torch.Tensor:
+        """``⟨u_b, R⟩ + u0_b`` [Bn]: what each ratio slack multiplies in its row."""
+        return torch.addmv(self.bil_u0, self.bil_u, leaves)
+
+    def bilinear_values_bound(self, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
+        """Upper bound of ``⟨u_b, R⟩ + u0_b`` (ratio slacks are non-negative)."""
+        return self.bil_u_pos @ upper + self.bil_u_neg @ lower + self.bil_u0
+
+    def objective_affine(self, leaves: torch.Tensor) -> torch.Tensor:
+        return self.objective @ leaves + self.objective_constant
+
+    def fixed_values(self, leaves: torch.Tensor) -> torch.Tensor:
+        """Values ``φ [P]`` of the model-independent arguments at true leaf values."""
+        return torch.addmv(self.fixed_const, self.fixed_map, leaves)
+
+    def psi_values(self, slacks: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
+        """``[h₀, h_1..h_M]``: every row's ψ terms at the slacks (index 0: the objective)."""
+        out = torch.zeros(self.num_rows + 1, dtype=slacks.dtype, device=slacks.device)
+        for n, t in enumerate(self.psi_terms):
+            args: list[torch.Tensor] = [slacks[0]] * t.psi.arity
+            for i, si in zip(t.free, t.slacks, strict=True):
+                args[i] = slacks[si]
+            for i, fi in t.fixed.items():
+                args[i] = fixed[fi]
+            val = t.coefficient * t.psi(*args)
+            out = out.index_add(0, getattr(self, f"psi_row_{n}"), val.reshape(1).to(out.dtype))
+        return out
+
+    def row_values(self, affine: torch.Tensor, bilinear: torch.Tensor, slacks: torch.Tensor,
+                   fixed: torch.Tensor, ratios: torch.Tensor | None = None) -> torch.Tensor:
+        """``∂L/∂λ`` [M]: each multiplier's gain (its row's value) given the rows' R-parts
+        ``affine`` (= :meth:`affine_rows`), ``bilinear`` (= :meth:`bilinear_values`) and the
+        linearised ratios' values ``z`` (= :meth:`ratio_values`)."""
+        out = affine
+        if self.num_slacks:
+            out = torch.addmv(out, self.b, slacks)
+        if self.num_bilinear:
+            out = out.index_add(0, self.bil_row, slacks[self.bil_slack] * bilinear)
+        if self.psi_terms:
+            out = out + self.psi_values(slacks, fixed)[1:]
+        if self.num_linear:
+            assert ratios is not None, "linearised ratios need ratio_values() of the step"
+            full = torch.zeros(self.num_rows + 1, dtype=out.dtype, device=out.device)
+            out = out + full.index_add(0, self.lin_row, self.lin_coef * ratios)[1:]
+        return out
+
+    def objective_slack_value(self, slacks: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
+        """The objective's slack part ``⟨w_s, s⟩ + h₀`` (its value in the relaxed game)."""
+        out = self.objective_slack @ slacks
+        if self.psi_terms:
+            out = out + self.psi_values(slacks, fixed)[0]
+        return out
+
+    def slack_lagrangian(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
+                         fixed: torch.Tensor, bilinear: torch.Tensor) -> torch.Tensor:
+        """The slack-dependent part of L."""
+        value = omega * (self.objective_slack @ slacks) + lam @ (self.b @ slacks)
+        if self.num_bilinear:
+            value = value + (lam[self.bil_row] * slacks[self.bil_slack] * bilinear).sum()
+        if self.psi_terms:
+            h = self.psi_values(slacks, fixed)
+            value = value + omega * h[0] + lam @ h[1:]
+        return value
+
+    # ------------------------------------------------------------------ slacks
+    def initial_slacks(self, leaves: torch.Tensor) -> torch.Tensor:
+        """Slacks at the values they stand for (an argument of ψ, or num/den of a ratio),
+        clamped to their box (a tight start)."""
+        num = torch.addmv(self.init_num0, self.init_num, leaves)
+        den = torch.addmv(self.init_den0, self.init_den, leaves)
+        return self.project_slacks(num / den.clamp_min(1e-6))
+
+    def slack_gradient(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
+                       fixed: torch.Tensor, bilinear: torch.Tensor) -> torch.Tensor:
+        """``∂L/∂s``: linear parts in closed form; ψ parts by autograd over the slack terms
+        only (never the model)."""
+        grad = omega * self.objective_slack + self.b_t @ lam
+        if self.num_bilinear:
+            grad = grad.index_add(0, self.bil_slack, lam[self.bil_row] * bilinear)
+        if self.psi_terms:
+            with torch.enable_grad():
+                leaf = slacks.detach().requires_grad_(True)
+                h = self.psi_values(leaf, fixed.detach())
+                value = omega.detach() * h[0] + lam.detach() @ h[1:]
+                (g,) = torch.autograd.grad(value, leaf)
+            grad = grad + torch.nan_to_num(g, nan=0.0, posinf=1e6, neginf=-1e6)
+        return grad
+
+    def psi_best_response(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
+                          fixed: torch.Tensor, *, steps: int = 100) -> torch.Tensor:
+        """Slacks with every ψ slack at its best response ``argmin_ξ L`` (Lemma 1: ``∇ψ*``;
+        closed forms or a fixed-step box solve, see ``conjugates.py``); ratio slacks unchanged.
+        """
+        if not self.psi_terms:
+            return slacks
+        pull = self.b_t @ lam   # ∂/∂ξ of Σ λ_j ⟨B_j, s⟩: the linear term μ
+        parts = []
+        for n, t in enumerate(self.psi_terms):
+            weight = omega if t.row < 0 else lam[t.row]
+            idx = getattr(self, f"psi_idx_{n}")
+            xi = psi_linear_argmin(t.psi, weight * t.coefficient, pull[idx],
+                                   fixed={i: fixed[fi] for i, fi in t.fixed.items()},
+                                   steps=steps)
+            parts.append(xi)
+        return slacks.index_copy(0, self.psi_slacks, torch.cat(parts).to(slacks.dtype))
+
+    def psi_leader(self, affine: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor | None:
+        """``argmax_λ min_ξ L`` in closed form for (P1) — every row a ψ slack row of the
+        objective: at ``ξ = args`` stationarity gives ``λ_row = max(σ·∂(cψ)/∂ξ, 0)`` with the
+        arguments read off the rows' R-parts (``arg = σ·affine``). ``None`` for other shapes."""
+        if not self._p1_leader:
+            return None
+        grads = []
+        for n, t in enumerate(self.psi_terms):
+            first = getattr(self, f"leader_first_{n}")         # [free] row of each argument
+            sign = getattr(self, f"leader_first_sign_{n}")
+            lo, hi = getattr(self, f"leader_lo_{n}"), getattr(self, f"leader_hi_{n}")
+            with torch.enable_grad():
+                # Inside ψ's domain (a surrogate-payoff leader may sit outside it); a ψ whose
+                # gradient blows up at the boundary is then capped by the projection on Λ.
+                x = torch.minimum(torch.maximum(sign * affine[first], lo), hi).detach()
+                x.requires_grad_(True)
+                args: list[torch.Tensor] = [x[0]] * t.psi.arity
+                for m, i in enumerate(t.free):
+                    args[i] = x[m]
+                for i, fi in t.fixed.items():
+                    args[i] = fixed[fi].detach()
+                (grad,) = torch.autograd.grad(t.coefficient * t.psi(*args), x)
+            grads.append(torch.nan_to_num(grad, nan=0.0, posinf=1e6, neginf=-1e6))
+        g = torch.cat(grads)[self.leader_arg]
+        return torch.zeros_like(affine).index_copy(0, self.leader_rows,
+                                                   (self.leader_sign * g).clamp_min(0.0))
+
+    def project_slacks(self, slacks: torch.Tensor) -> torch.Tensor:
+        return torch.minimum(torch.maximum(slacks, self.slack_lo), self.slack_hi)
+
+    # ------------------------------------------------------------------ reporting
+    def truth(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The original objective and constraint values ``(f, g [C])`` at leaf values."""
+        return self.original(leaves)
+
+    @property
+    def affine_only(self) -> bool:
+        """No ψ or ratio term: the constraint rows are the constraints themselves."""
+        return not self.original.nodes
+
+    def truth_from_rows(self, leaves: torch.Tensor, rows: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`truth` for an affine-only problem, read off this step's true row values
+        (the first row of each constraint is ``g``): two ops instead of a mat-vec pass."""
+        return self.objective @ leaves + self.objective_constant, rows[self.constraint_rows]

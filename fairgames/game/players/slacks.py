@@ -1,0 +1,105 @@
+"""The slack players: ξ for ψ terms (P1, P2) and z for ratio terms (P3).
+
+* ψ slacks play their **best response** ``ξ = argmin_ξ L(ξ; λ) = ∇ψ*(·)`` (paper 000 Lemma 1;
+  closed forms for G-mean, H-mean, Q-mean and KLD, a fixed-step box solve otherwise — see
+  :mod:`fairgames.game.conjugates`), or **OGD** (``psi="gradient"``).
+* ratio slacks ``z`` play projected **OGD** in their box (Algorithm 3's strategy, on the ratio
+  slack of ``lagrangian.py``): ``z ← Π(z − η·∂L/∂z)``.
+
+The slacks start at the rates they stand for (the first step's true values, clamped to the
+box) — a device-side flag, so resuming from a checkpoint and the first step need no host
+branch on a tensor. Every update is masked by ``ok`` (a skipped AMP step leaves no trace).
+
+Example:
+    >>> import torch
+    >>> from fairgames.rates import gmean
+    >>> from fairgames.game import Problem
+    >>> terms = Problem(1.0 - gmean()).terms
+    >>> player = SlackPlayer(terms)
+    >>> lam = torch.tensor([0.3, 0.3])          # multipliers of TPR ≤ ξ₁, TNR ≤ ξ₂
+    >>> xi = player.play(torch.tensor(1.0), lam, torch.zeros(0), torch.tensor([0.6, 0.8]),
+    ...                  torch.zeros(0))
+    >>> [round(v, 3) for v in xi.tolist()]       # argmin −√(ξ₁ξ₂) + 0.3ξ₁ + 0.3ξ₂ on [0,1]²
+    [1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..lagrangian import LagrangianTerms
+
+PSI_STRATEGIES = ("best_response", "gradient")
+RATIO_STRATEGIES = ("gradient",)   # slack-played ratios; "linearize" needs no slack
+
+
+class SlackPlayer:
+    """Plays every slack of a compiled problem (see the module docstring).
+
+    Args:
+        terms: the compiled Lagrangian (on the device the slacks should live on).
+        psi: ``"best_response"`` (default) or ``"gradient"`` for ψ slacks.
+        ratio: ``"gradient"`` (projected OGD, Algorithm 3) for ratio slacks.
+        lr: OGD step length.
+        psi_steps: inner steps of the generic (non closed-form) best response.
+    """
+
+    def __init__(self, terms: LagrangianTerms, *, psi: str = "best_response",
+                 ratio: str = "gradient", lr: float = 0.05, psi_steps: int = 100) -> None:
+        if psi not in PSI_STRATEGIES:
+            raise ValueError(f"psi slack strategy must be one of {PSI_STRATEGIES}, got {psi!r}")
+        if ratio not in RATIO_STRATEGIES:
+            raise ValueError(f"ratio slack strategy must be one of {RATIO_STRATEGIES}, got "
+                             f"{ratio!r} (a slack-played ratio has no best response inside its "
+                             "box: L is linear in z; use ratios='linearize' in the preset)")
+        if not lr > 0:
+            raise ValueError(f"slack lr must be positive, got {lr}")
+        self.terms, self.psi, self.ratio, self.lr = terms, psi, ratio, float(lr)
+        self.psi_steps = int(psi_steps)
+        dev = terms.slack_lo.device
+        self.slacks = 0.5 * (terms.slack_lo + terms.slack_hi.clamp_max(1e6))
+        self.started = torch.zeros((), dtype=torch.bool, device=dev)
+        # Which slacks move by gradient steps (ratio always; ψ only with psi="gradient").
+        kinds = terms.slack_kinds
+        self.gradient_mask = torch.tensor(
+            [1.0 if (k == "ratio" or psi == "gradient") else 0.0 for k in kinds],
+            device=dev, dtype=self.slacks.dtype)
+
+    def current(self, leaves: torch.Tensor) -> torch.Tensor:
+        """``s_t``: the stored slacks, or their start at these true rates before the first step."""
+        return torch.where(self.started, self.slacks, self.terms.initial_slacks(leaves))
+
+    def play(self, omega: torch.Tensor, lam: torch.Tensor, fixed: torch.Tensor,
+             leaves: torch.Tensor, bilinear: torch.Tensor,
+             ok: torch.Tensor | None = None) -> torch.Tensor:
+        """One round: returns the slacks ``s_t`` the other players see this step and stores
+        ``s_{t+1}`` (best responses to ``λ_t``; OGD from ``s_t``). ``bilinear`` are the ratio
+        rows' ``⟨u, R⟩ + u0`` at this step's true rates."""
+        t = self.terms
+        used = self.current(leaves)
+        if t.has_psi and self.psi == "best_response":
+            used = t.psi_best_response(omega, lam, used, fixed, steps=self.psi_steps)
+        new = used
+        if t.has_ratios or self.psi == "gradient":
+            grad = t.slack_gradient(omega, lam, used, fixed, bilinear)
+            new = t.project_slacks(used - self.lr * self.gradient_mask * grad)
+        with torch.no_grad():
+            if ok is None:
+                self.slacks.copy_(new)
+                self.started.fill_(True)
+            else:
+                self.slacks.copy_(torch.where(ok, new, self.slacks))
+                self.started.copy_(self.started | ok)
+        return used
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"slacks": self.slacks.clone(), "started": self.started.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if tuple(state["slacks"].shape) != tuple(self.slacks.shape):
+            raise ValueError(f"the checkpoint has {state['slacks'].shape[0]} slacks, this "
+                             f"problem {self.slacks.shape[0]}")
+        self.slacks.copy_(state["slacks"].to(self.slacks.device, self.slacks.dtype))
+        self.started.copy_(state["started"].to(self.started.device))

@@ -1,0 +1,164 @@
+"""Paper 000 Table 2 as named configurations: which payoff each player sees, which strategy it
+plays.
+
+======================  ========  ===============  ===============  ===================  ====
+preset                  problems  θ-player         slack player     λ-player             ZS
+======================  ========  ===============  ===============  ===================  ====
+``frank_wolfe`` [1]_    P1        BR on L2         BR (inside λ)    FTL, true            yes
+``spade`` [1]_          P1        OGD on L̃2       BR               OGD, surrogate       yes
+``nemsis`` [2]_         P1        OGD on L̃2       BR (inside λ)    FTL, surrogate       yes
+``algorithm1``          P1–P2     BR (CSO) on L2   BR               OGD, true            yes
+``algorithm2``          P1–P2     OGD on L̃2       BR               OGD, true            no
+``algorithm3``          P3        OGD on L̃_sr     OGD (ratio)      OGD, true            no
+``lagrangian`` [3]_     P2        OGD on L̃        BR               OGD, true            no
+``proxy_lagrangian``    any       OGD on L̃        BR               swap regret, true    no
+======================  ========  ===============  ===============  ===================  ====
+
+.. [1] Narasimhan, Kar, Jain 2015. .. [2] Kar et al. 2016. .. [3] Cotter, Jiang, Sridharan
+   2019 (Definition 1; Definition 2 and Algorithm 2 for the proxy-Lagrangian). Equilibria
+   (paper 000): Nash for the zero-sum rows, coarse-correlated for Algorithm 2, none proven for
+   Algorithm 3 (a heuristic).
+
+"BR inside λ" means the slacks take their best response to each λ the λ-player considers, i.e.
+the λ-player's payoff is ``min_ξ L``. Players that see the surrogate ``L̃`` cannot take a ψ that
+is monotone in neither direction (KLD): the surrogate bounds leave ψ's domain (Remark 3), so
+the optimizer refuses such a problem under ``spade`` and ``nemsis``.
+
+The default of :class:`~fairgames.game.ConstrainedOptimizer` is ``proxy_lagrangian`` (the
+robust choice: its last iterate does not swing with the dual step size). Compose your own
+with :meth:`Preset.replace` or by building a :class:`Preset`.
+
+Example:
+    >>> p = PRESETS["algorithm2"].replace(multipliers="exponentiated_gradient", name="eg")
+    >>> p.theta, p.multipliers, p.multiplier_payoff
+    ('gradient', 'exponentiated_gradient', 'true')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .players.multipliers import MULTIPLIER_PLAYERS
+from .players.slacks import PSI_STRATEGIES
+from .problem import RATIO_MODES as RATIO_STRATEGIES
+
+PAYOFFS = ("true", "surrogate")
+THETA_STRATEGIES = ("gradient", "best_response")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named choice of payoff and strategy for every player (a row of Table 2).
+
+    Attributes:
+        name: the preset's name.
+        theta: ``"gradient"`` (OGD through the wrapped optimizer) or ``"best_response"``.
+        theta_payoff: ``"surrogate"`` (``L̃``) or ``"true"`` (a CSO oracle on ``L``).
+        multipliers: a multiplier strategy (``"gradient_ascent"``, ``"exponentiated_gradient"``,
+            ``"follow_the_leader"``, ``"swap_regret"``).
+        multiplier_payoff: ``"true"`` or ``"surrogate"``.
+        psi_slacks: ``"best_response"`` or ``"gradient"``.
+        ratio_slacks: ``"linearize"`` (the ratio's value is the true one and the θ-player sees
+            its gradient at the true rates: the ratio slack and its row's multiplier at their
+            best responses) or ``"gradient"`` (a ratio slack played by projected OGD).
+        problems: the problem classes the preset is meant for (documentation).
+        zero_sum: whether all players see the same payoff.
+        equilibrium: the equilibrium the paper proves (documentation).
+    """
+
+    name: str
+    theta: str = "gradient"
+    theta_payoff: str = "surrogate"
+    multipliers: str = "swap_regret"
+    multiplier_payoff: str = "true"
+    psi_slacks: str = "best_response"
+    ratio_slacks: str = "linearize"
+    problems: tuple[str, ...] = ("P1", "P2", "P3")
+    zero_sum: bool = False
+    equilibrium: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.theta not in THETA_STRATEGIES:
+            raise ValueError(f"{self.name}: theta must be one of {THETA_STRATEGIES}, "
+                             f"got {self.theta!r}")
+        for field_name in ("theta_payoff", "multiplier_payoff"):
+            if getattr(self, field_name) not in PAYOFFS:
+                raise ValueError(f"{self.name}: {field_name} must be one of {PAYOFFS}, got "
+                                 f"{getattr(self, field_name)!r}")
+        if self.theta == "gradient" and self.theta_payoff == "true":
+            raise ValueError(f"{self.name}: a gradient θ-player cannot see the true rates (0/1 "
+                             "indicators have no gradient); use theta='best_response' with an "
+                             "oracle, or theta_payoff='surrogate'")
+        if self.multipliers not in MULTIPLIER_PLAYERS:
+            raise ValueError(f"{self.name}: unknown multiplier strategy {self.multipliers!r}; "
+                             f"choose one of {sorted(MULTIPLIER_PLAYERS)}")
+        if self.psi_slacks not in PSI_STRATEGIES:
+            raise ValueError(f"{self.name}: psi_slacks must be one of {PSI_STRATEGIES}")
+        if self.ratio_slacks not in RATIO_STRATEGIES:
+            raise ValueError(f"{self.name}: ratio_slacks must be one of {RATIO_STRATEGIES}")
+
+    def replace(self, **changes: object) -> Preset:
+        """A copy with some choices changed (e.g. ``multipliers="exponentiated_gradient"``)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise TypeError(f"unknown preset field(s) {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("frank_wolfe", theta="best_response", theta_payoff="true",
+           multipliers="follow_the_leader", multiplier_payoff="true",
+           psi_slacks="best_response", problems=("P1",), zero_sum=True, equilibrium="Nash",
+           description="Narasimhan et al. 2015: θ best-responds on L2; λ follows the leader "
+                       "on min_ξ L1 + L2 (Remark 1)"),
+    Preset("spade", theta="gradient", theta_payoff="surrogate", multipliers="gradient_ascent",
+           multiplier_payoff="surrogate", psi_slacks="best_response", problems=("P1",),
+           zero_sum=True, equilibrium="Nash",
+           description="Narasimhan et al. 2015: Algorithm 2's strategies with the λ-player on "
+                       "the surrogate L1 + L̃2 (Remark 2)"),
+    Preset("nemsis", theta="gradient", theta_payoff="surrogate",
+           multipliers="follow_the_leader", multiplier_payoff="surrogate",
+           psi_slacks="best_response", problems=("P1",), zero_sum=True, equilibrium="Nash",
+           description="Kar et al. 2016: θ OGD on L̃2; λ follows the leader on "
+                       "min_ξ L1 + L̃2 (Remark 2)"),
+    Preset("algorithm1", theta="best_response", theta_payoff="true",
+           multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="best_response",
+           problems=("P1", "P2"), zero_sum=True, equilibrium="Nash",
+           description="paper 000 Algorithm 1: CSO oracle for θ, BR slacks, OGD λ"),
+    Preset("algorithm2", theta="gradient", theta_payoff="surrogate",
+           multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="best_response",
+           problems=("P1", "P2"), zero_sum=False, equilibrium="coarse-correlated",
+           description="paper 000 Algorithm 2: OGD θ on surrogates, BR slacks, OGD λ on true "
+                       "rates"),
+    Preset("algorithm3", theta="gradient", theta_payoff="surrogate",
+           multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="gradient",
+           ratio_slacks="gradient", problems=("P3",), zero_sum=False, equilibrium="",
+           description="paper 000 Algorithm 3: OGD for θ (surrogates), the ratio slacks "
+                       "(projected, in their box) and λ (true rates); a heuristic"),
+    Preset("lagrangian", theta="gradient", theta_payoff="surrogate",
+           multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="best_response",
+           problems=("P2",), zero_sum=False, equilibrium="coarse-correlated",
+           description="the plain two-player Lagrangian (Cotter et al. 2019 Definition 1; "
+                       "TFCO's LagrangianOptimizer): OGD θ on surrogates, projected gradient "
+                       "ascent λ on true constraints"),
+    Preset("proxy_lagrangian", theta="gradient", theta_payoff="surrogate",
+           multipliers="swap_regret", multiplier_payoff="true", psi_slacks="best_response",
+           problems=("P1", "P2", "P3"), zero_sum=False, equilibrium="",
+           description="Cotter, Jiang, Sridharan 2019 (Definition 2, Algorithm 2): the "
+                       "λ-player minimises swap regret on the true constraints; the default"),
+)}
+
+DEFAULT_PRESET = "proxy_lagrangian"
+
+
+def get_preset(preset: str | Preset | None) -> Preset:
+    """Look a preset up by name (``None`` → the default ``proxy_lagrangian``)."""
+    if preset is None:
+        return PRESETS[DEFAULT_PRESET]
+    if isinstance(preset, Preset):
+        return preset
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known presets: {sorted(PRESETS)}")
+    return PRESETS[preset]

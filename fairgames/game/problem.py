@@ -1,0 +1,397 @@
+"""A constrained rate problem and its compilation into the terms of a Lagrangian.
+
+``Problem(objective, constraints)`` takes the expressions of :mod:`fairgames.rates` and
+rewrites them in the form the game plays (paper 000, Sections 3–4; notes in
+``shared/notes/paper-000-three-players.md``). Every expression is
+``affine(R) + Σ c·node`` over the leaf rates ``R``; the compiler turns it into
+
+* **affine rows** — a constraint ``g = ⟨a, R⟩ + d ≤ 0`` is one multiplier row; ``g == 0`` is
+  the pair ``g ≤ 0``, ``−g ≤ 0`` (so that every multiplier is non-negative). Leaves that do not
+  depend on the model (``p = E[y]``) stay inside ``⟨a, R⟩`` with their true value: they get no
+  multiplier and no surrogate.
+* **ψ terms** (P1, P2) — ``c·ψ(args)`` becomes ``c·ψ(ξ)`` with one slack ``ξ_i`` per
+  model-dependent argument and one slack row per direction: ``arg_i − ξ_i ≤ 0`` when ``c·ψ``
+  increases in that argument, ``ξ_i − arg_i ≤ 0`` when it decreases, both when it is monotone
+  in neither (KLD's ``p̂``). Model-independent arguments (KLD's ``p``) are *fixed*: their value
+  is read from the true leaf values of the batch. ``c·ψ`` must be convex.
+* **ratio terms** (P3) — ``c·⟨α,R⟩/⟨β,R⟩`` becomes ``c·z`` with one ratio slack ``z`` and the
+  row ``σ·(⟨α,R⟩ − z·⟨β,R⟩) ≤ 0``, ``σ = sign c`` (``z`` bounds the ratio from the side that
+  keeps the rewritten problem a restriction of the original; numerators must be non-negative,
+  denominators are floored at ``ratio_floor``). This is the ratio slack of Cotter et al. (JMLR
+  2019, TFCO); paper 000's Algorithm 3 uses a numerator and a denominator slack instead, whose
+  ``−a/b`` is concave in ``b`` — see :mod:`fairgames.game.lagrangian`.
+
+The result is :class:`~fairgames.game.lagrangian.LagrangianTerms`: dense tensors ``A [M, K]``,
+``d [M]``, ``B [M, S]``, the bilinear ratio entries and a short list of ψ terms, so that a step
+is a few mat-vecs on the device.
+
+Example:
+    >>> from fairgames.rates import error_rate, true_positive_rate, group
+    >>> gap = true_positive_rate(group("g", "a")) - true_positive_rate(group("g", "b"))
+    >>> p = Problem(error_rate(), [(gap <= 0.05).named("tpr_gap"), gap >= -0.05])
+    >>> p.constraint_names, p.terms.row_names
+    (['tpr_gap', 'c1'], ['tpr_gap', 'c1'])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from fairgames.rates import (
+    AffineForm,
+    Batch,
+    Constraint,
+    Expression,
+    Leaf,
+    PsiNode,
+    RateEvaluator,
+    RatioNode,
+    Surrogate,
+    as_expression,
+    leaves_of,
+)
+
+from .lagrangian import (
+    Bilinear,
+    LagrangianTerms,
+    LinearRatio,
+    PsiTerm,
+    RatioTerm,
+    TrueEvaluation,
+)
+
+RATIO_MODES = ("linearize", "gradient")
+
+LossFn = Callable[[torch.Tensor, Batch], torch.Tensor]
+
+
+@dataclass
+class _Builder:
+    """Accumulates rows, slacks and terms while walking the expressions (host side)."""
+
+    leaf_index: dict[tuple, int]
+    ratio_floor: float
+    ratio_mode: str = "linearize"
+    rows_a: list[list[float]] = field(default_factory=list)
+    rows_d: list[float] = field(default_factory=list)
+    rows_b: list[dict[int, float]] = field(default_factory=list)
+    bilinear: list[Bilinear] = field(default_factory=list)
+    objective_slack: dict[int, float] = field(default_factory=dict)
+    row_names: list[str] = field(default_factory=list)
+    row_kinds: list[str] = field(default_factory=list)
+    slack_lo: list[float] = field(default_factory=list)
+    slack_hi: list[float] = field(default_factory=list)
+    slack_init: list[tuple[list[float], float, list[float], float]] = field(
+        default_factory=list)
+    slack_names: list[str] = field(default_factory=list)
+    slack_kinds: list[str] = field(default_factory=list)
+    fixed_map: list[list[float]] = field(default_factory=list)
+    fixed_const: list[float] = field(default_factory=list)
+    psi_terms: list[PsiTerm] = field(default_factory=list)
+    ratio_terms: list[RatioTerm] = field(default_factory=list)
+    linear_ratios: list[LinearRatio] = field(default_factory=list)
+
+    @property
+    def k(self) -> int:
+        return len(self.leaf_index)
+
+    def vector(self, form: AffineForm, scale: float = 1.0) -> list[float]:
+        v = [0.0] * self.k
+        for lf, c in form.terms:
+            v[self.leaf_index[lf.key]] += scale * c
+        return v
+
+    def add_row(self, a: list[float], d: float, b: dict[int, float], name: str,
+                kind: str) -> int:
+        self.rows_a.append(a)
+        self.rows_d.append(d)
+        self.rows_b.append(b)
+        self.row_names.append(name)
+        self.row_kinds.append(kind)
+        return len(self.rows_a) - 1
+
+    def add_slack(self, lo: float, hi: float, name: str, kind: str, num: AffineForm,
+                  den: AffineForm | None = None) -> int:
+        """A slack in ``[lo, hi]`` that starts at ``num(R)`` (or ``num(R)/den(R)``)."""
+        if den is None:
+            init = (self.vector(num), num.constant, [0.0] * self.k, 1.0)
+        else:
+            init = (self.vector(num), num.constant, self.vector(den), den.constant)
+        self.slack_lo.append(lo)
+        self.slack_hi.append(hi)
+        self.slack_init.append(init)
+        self.slack_names.append(name)
+        self.slack_kinds.append(kind)
+        return len(self.slack_lo) - 1
+
+    def add_fixed(self, form: AffineForm) -> int:
+        self.fixed_map.append(self.vector(form))
+        self.fixed_const.append(form.constant)
+        return len(self.fixed_map) - 1
+
+    # ------------------------------------------------------------------ node compilation
+    def psi(self, node: PsiNode, coef: float, row: int, owner: str) -> None:
+        psi = node.psi
+        convex = (psi.curvature == "convex" and coef > 0) or (
+            psi.curvature == "concave" and coef < 0)
+        if not convex:
+            raise ValueError(
+                f"{owner}: the term {coef:+g}·{node} is not convex ({psi.name} is "
+                f"{psi.curvature}); the three-player game needs convex ψ terms (paper 000, P1–P2)"
+                " — e.g. minimise 1 − gmean(), or constrain gmean() >= t")
+        free: list[int] = []
+        slacks: list[int] = []
+        fixed: dict[int, int] = {}
+        for i, arg in enumerate(node.args):
+            if not arg.is_affine:
+                raise NotImplementedError(
+                    f"{owner}: argument {i + 1} of {psi.name} ({arg}) is not affine in the "
+                    "rates; nested non-linear terms are not supported")
+            if not arg.affine.depends_on_model:
+                fixed[i] = self.add_fixed(arg.affine)
+                continue
+            lo, hi = (float(v) for v in psi.domain[i])
+            name = f"{owner}:{psi.name}#{len(self.psi_terms)}[{i}]"
+            s = self.add_slack(lo, hi, name, "psi", arg.affine)
+            free.append(i)
+            slacks.append(s)
+            direction = (1 if coef > 0 else -1) * psi.monotone[i]
+            alpha = self.vector(arg.affine)
+            const = arg.affine.constant
+            if direction >= 0:   # arg ≤ ξ (also one half of the two-sided pair)
+                self.add_row(alpha, const, {s: -1.0}, name + " <= slack", "slack")
+            if direction <= 0:   # ξ ≤ arg
+                self.add_row([-x for x in alpha], -const, {s: 1.0}, name + " >= slack",
+                             "slack")
+        if not free:
+            raise ValueError(f"{owner}: {node} does not depend on the model")
+        self.psi_terms.append(PsiTerm(row, coef, psi, tuple(free), tuple(slacks), fixed,
+                                      f"{owner}:{psi.name}#{len(self.psi_terms)}"))
+
+    def ratio(self, node: RatioNode, coef: float, row: int, owner: str) -> None:
+        """``c·num/den`` → ``c·z`` with the row ``σ(num − z·den) ≤ 0``, ``σ = sign c`` (the ratio
+        slack of Cotter et al. 2019 / TFCO; see ``lagrangian.py`` for why not paper 000's a, b).
+        """
+        num, den = node.numerator, node.denominator
+        n_lo, n_hi = _interval(num)
+        d_lo, d_hi = _interval(den)
+        if n_lo < 0:
+            raise ValueError(
+                f"{owner}: the numerator of {node} can be negative (down to {n_lo:g}); ratio "
+                "terms need a non-negative numerator and a positive denominator")
+        if d_hi <= 0:
+            raise ValueError(f"{owner}: the denominator of {node} is never positive")
+        floor = max(d_lo, self.ratio_floor)
+        hi = n_hi / floor
+        # num ≤ den term by term (e.g. 2TP ≤ 2TP + FP + FN) bounds the ratio by 1.
+        if _dominated(num, den):
+            hi = min(hi, 1.0)
+        name = f"{owner}:ratio#{len(self.ratio_terms) + len(self.linear_ratios)}"
+        if self.ratio_mode == "linearize":
+            self.linear_ratios.append(LinearRatio(row, coef, self.vector(num), num.constant,
+                                                  self.vector(den), den.constant, name))
+            return
+        z = self.add_slack(0.0, hi, name, "ratio", num, den)
+        sigma = 1.0 if coef > 0 else -1.0
+        j = self.add_row(self.vector(num, sigma), sigma * num.constant, {},
+                         name + (" >= num/den" if coef > 0 else " <= num/den"), "slack")
+        self.bilinear.append(Bilinear(j, z, self.vector(den, -sigma), -sigma * den.constant))
+        if row < 0:
+            self.objective_slack[z] = self.objective_slack.get(z, 0.0) + coef
+        else:
+            self.rows_b[row][z] = self.rows_b[row].get(z, 0.0) + coef
+        self.ratio_terms.append(RatioTerm(row, coef, z, j, name))
+
+
+def _dominated(num: AffineForm, den: AffineForm) -> bool:
+    """Whether ``num(R) ≤ den(R)`` for all non-negative leaf values, term by term."""
+    n = {lf.key: c for lf, c in num.terms}
+    d = {lf.key: c for lf, c in den.terms}
+    return num.constant <= den.constant and all(
+        n.get(key, 0.0) <= d.get(key, 0.0) for key in set(n) | set(d))
+
+
+def _interval(form: AffineForm) -> tuple[float, float]:
+    """Range of an affine form when every rate leaf lies in [0, 1] (losses in [0, inf))."""
+    lo = hi = form.constant
+    for lf, c in form.terms:
+        top = 1.0 if lf.event is not None else math.inf
+        lo += c * top if c < 0 else 0.0
+        hi += c * top if c > 0 else 0.0
+    return lo, hi
+
+
+class Problem:
+    """An objective and named constraints over rates, compiled for the game.
+
+    Args:
+        objective: an :class:`~fairgames.rates.Expression` to minimise, or ``None`` when
+            ``loss`` alone is the objective.
+        constraints: a list of :class:`~fairgames.rates.Constraint` (named ``c0, c1, ...``
+            unless ``.named``), or a mapping name → constraint.
+        loss: a differentiable per-batch loss ``loss(scores, batch) -> scalar`` added to the
+            objective (e.g. binary cross-entropy); it is the θ-player's alone.
+        surrogate: the θ-player's stand-in for the 0/1 indicator (``"hinge"`` by default).
+        ratio_floor: the smallest value assumed for a ratio's denominator when bounding its
+            slack's box (paper 000's ``b̲``).
+        evaluator_options: keyword arguments of :class:`~fairgames.rates.RateEvaluator`
+            (``denominator``, ``decay``, ``floor``).
+
+    Example:
+        >>> from fairgames.rates import error_rate, positive_prediction_rate, group
+        >>> p = Problem(error_rate(),
+        ...             {"dp": positive_prediction_rate(group("g", "a"))
+        ...                    == positive_prediction_rate(group("g", "b"))})
+        >>> p.terms.row_names
+        ['dp[<=]', 'dp[>=]']
+    """
+
+    def __init__(self, objective: Expression | float | None = None,
+                 constraints: Sequence[Constraint] | Mapping[str, Constraint] = (), *,
+                 loss: LossFn | None = None, surrogate: Surrogate | str = "hinge",
+                 ratio_floor: float = 0.01,
+                 evaluator_options: Mapping[str, object] | None = None) -> None:
+        if objective is None and loss is None:
+            raise ValueError("a problem needs an objective expression, a loss, or both")
+        if loss is not None and not callable(loss):
+            raise TypeError(f"loss must be callable (scores, batch) -> scalar, got "
+                            f"{type(loss).__name__}")
+        if isinstance(objective, Constraint):
+            raise TypeError("the objective is a constraint (it was compared with <=, >= or ==);"
+                            " pass constraints in the second argument")
+        self.objective = as_expression(objective) if objective is not None else None
+        if self.objective is not None and not self.objective.depends_on_model and loss is None:
+            raise ValueError(f"the objective {self.objective} does not depend on the model and "
+                             "there is no loss: nothing to minimise")
+        self.loss = loss
+        self.constraints = _named_constraints(constraints)
+        if not (0.0 < ratio_floor < 1.0):
+            raise ValueError(f"ratio_floor must lie in (0, 1), got {ratio_floor}")
+        self.ratio_floor = float(ratio_floor)
+        self.surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
+        self.evaluator_options = dict(evaluator_options or {})
+        items: list[Expression | Constraint] = list(self.constraints.values())
+        if self.objective is not None:
+            items.insert(0, self.objective)
+        self.leaves: list[Leaf] = leaves_of(items)
+        if not self.leaves:
+            raise ValueError("the problem has no rate: give a rate objective or a constraint "
+                             "(for a loss alone, use a plain torch optimizer)")
+        self._compiled: dict[str, LagrangianTerms] = {}
+        self.terms = self.compile("linearize")
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def constraint_names(self) -> list[str]:
+        return list(self.constraints)
+
+    @property
+    def num_multipliers(self) -> int:
+        return self.terms.num_rows
+
+    def make_evaluator(self) -> RateEvaluator:
+        """A fresh :class:`RateEvaluator` over this problem's leaves (in ``self.leaves`` order)."""
+        ev = RateEvaluator(self.leaves, self.surrogate, **self.evaluator_options)  # type: ignore[arg-type]
+        assert [lf.key for lf in ev.leaves] == [lf.key for lf in self.leaves]
+        return ev
+
+    def true_values(self, leaf_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(objective, constraints [C])`` at leaf values ``[K]`` (e.g. a whole split's
+        ``evaluate_split(...).true``): the original, un-relaxed expressions; positive
+        constraint values are violations (``g`` of ``g <= 0`` or ``g == 0``)."""
+        return self.terms.truth(leaf_values)
+
+    def report(self, leaf_values: torch.Tensor) -> dict[str, float]:
+        """Objective and constraint values as a plain dict (syncs; for logging/reports)."""
+        obj, cons = self.true_values(leaf_values)
+        out = {"objective": float(obj)}
+        for name, v in zip(self.constraint_names, cons.tolist(), strict=True):
+            out[name] = v
+        return out
+
+    def __repr__(self) -> str:
+        lines = [f"Problem(objective={self.objective}, loss={self.loss is not None})"]
+        lines += [f"  {c}" for c in self.constraints.values()]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ compilation
+    def compile(self, ratios: str = "linearize") -> LagrangianTerms:
+        """The Lagrangian terms, with ratio terms either ``"linearize"`` (no slack: the θ-player
+        sees each ratio's gradient at the true rates and its row gains the true ratio) or
+        ``"gradient"`` (a ratio slack played by projected OGD, Algorithm 3). Cached."""
+        if ratios not in RATIO_MODES:
+            raise ValueError(f"ratios must be one of {RATIO_MODES}, got {ratios!r}")
+        if ratios not in self._compiled:
+            self._compiled[ratios] = self._compile(ratios)
+        return self._compiled[ratios]
+
+    def _compile(self, ratios: str) -> LagrangianTerms:
+        index = {lf.key: i for i, lf in enumerate(self.leaves)}
+        b = _Builder(index, self.ratio_floor, ratios)
+        # The original constraints' rows come first, in order; slack rows follow.
+        owners: list[tuple[str, Expression, int]] = []
+        first_rows: list[int] = []     # the row holding each constraint's g (== : its "<=" row)
+        for name, con in self.constraints.items():
+            g = con.expression
+            if con.sense == "<=":
+                r = b.add_row(b.vector(g.affine), g.affine.constant, {}, name, "constraint")
+                owners.append((name, g, r))
+                first_rows.append(r)
+            else:
+                r1 = b.add_row(b.vector(g.affine), g.affine.constant, {}, name + "[<=]",
+                               "constraint")
+                r2 = b.add_row(b.vector(g.affine, -1.0), -g.affine.constant, {},
+                               name + "[>=]", "constraint")
+                owners.append((name + "[<=]", g, r1))
+                owners.append((name + "[>=]", g * -1.0, r2))
+                first_rows.append(r1)
+        objective = self.objective if self.objective is not None else Expression.constant(0.0)
+        for owner, expr, row in [("objective", objective, -1)] + owners:
+            for c, node in expr.nodes:
+                if isinstance(node, PsiNode):
+                    b.psi(node, c, row, owner)
+                elif isinstance(node, RatioNode):
+                    b.ratio(node, c, row, owner)
+                else:  # pragma: no cover - the algebra has only these two node kinds
+                    raise TypeError(f"unknown node {type(node).__name__}")
+        truth = TrueEvaluation.build(objective, [c.expression for c in self.constraints.values()],
+                                     index)
+        return LagrangianTerms(
+            num_leaves=len(self.leaves), objective=b.vector(objective.affine),
+            objective_constant=objective.affine.constant, objective_slack=b.objective_slack,
+            rows_a=b.rows_a, rows_d=b.rows_d, rows_b=b.rows_b, bilinear=b.bilinear,
+            row_names=b.row_names, row_kinds=b.row_kinds, slack_lo=b.slack_lo,
+            slack_hi=b.slack_hi, slack_init=b.slack_init, slack_names=b.slack_names,
+            slack_kinds=b.slack_kinds, fixed_map=b.fixed_map, fixed_const=b.fixed_const,
+            psi_terms=b.psi_terms, ratio_terms=b.ratio_terms, linear_ratios=b.linear_ratios,
+            ratio_floor=self.ratio_floor, truth=truth, constraint_rows=first_rows)
+
+
+def _named_constraints(constraints: Sequence[Constraint] | Mapping[str, Constraint] | Iterable
+                       ) -> dict[str, Constraint]:
+    if isinstance(constraints, Constraint):
+        constraints = [constraints]
+    if isinstance(constraints, Mapping):
+        items = list(constraints.items())
+    else:
+        items = []
+        for i, c in enumerate(constraints):
+            if not isinstance(c, Constraint):
+                raise TypeError(
+                    f"constraint {i} is a {type(c).__name__}, not a Constraint; build it with "
+                    "<=, >= or == on rate expressions (e.g. error_rate() <= 0.2)")
+            items.append((c.name if c.name else f"c{i}", c))
+    out: dict[str, Constraint] = {}
+    for name, c in items:
+        if not isinstance(c, Constraint):
+            raise TypeError(f"constraint {name!r} is a {type(c).__name__}, not a Constraint")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"constraint names must be non-empty strings, got {name!r}")
+        if name in out:
+            raise ValueError(f"two constraints are named {name!r}")
+        out[name] = c if c.name == name else c.named(name)
+    return out

@@ -1,0 +1,113 @@
+"""Non-linear rate metrics through the game (paper 000): G-mean (P1), KLD s.t. an error bound
+(P2), F-measure parity (P3) each improve their target over the unconstrained model; KLD trains
+on true rates although hinge surrogates leave its domain, where SPADE / NEMSIS refuse it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fairgames.data import TabularDataset
+from fairgames.game import ConstrainedOptimizer, Problem
+from fairgames.rates import Batch, error_rate, fmeasure, gmean, group, kld
+
+
+def _numpy_gmean(model, ds) -> float:
+    with torch.no_grad():
+        pred = (model(ds.features)[:, 0] > 0).numpy()
+    y = ds.labels.numpy() == 1
+    return float(np.sqrt(pred[y].mean() * (1 - pred[~y].mean())))
+
+
+def _imbalanced(ds) -> TabularDataset:
+    """All negatives and a quarter of the positives: an error minimiser under-predicts."""
+    y = ds.labels
+    pos = torch.nonzero(y == 1)[:, 0]
+    keep = torch.cat([torch.nonzero(y == 0)[:, 0], pos[: len(pos) // 4]]).sort().values
+    return ds.subset(keep)
+
+
+@pytest.mark.parametrize("preset", ["algorithm2", "proxy_lagrangian"])
+def test_gmean_objective_improves_on_the_error_minimiser(synthetic, helpers, preset):
+    ds = _imbalanced(synthetic)
+    free, _ = helpers.train(Problem(error_rate()), ds, steps=500)
+    problem = Problem(1.0 - gmean())
+    model, copt = helpers.train(problem, ds, steps=800, preset=preset)
+    g_free, g_game = _numpy_gmean(free, ds), _numpy_gmean(model, ds)
+    # The exact whole-split value is numpy's, and the game's G-mean is clearly higher.
+    assert problem.report(helpers.split_values(problem, model, ds).true)["objective"] == (
+        pytest.approx(1 - g_game, abs=1e-9))
+    assert g_game > g_free + 0.1, (g_free, g_game)
+    assert copt.terms.num_slacks == 2 and copt.terms.row_names == [
+        "objective:geometric_mean2#0[0] >= slack", "objective:geometric_mean2#0[1] >= slack"]
+
+
+def _kld_problem(ds, helpers):
+    free, _ = helpers.train(Problem(error_rate()), ds, steps=500)
+    base = Problem(error_rate())
+    err_free = base.report(helpers.split_values(base, free, ds).true)["objective"]
+    a, b = group("group", "0"), group("group", "1")
+    problem = Problem(kld(a) + kld(b), [(error_rate() <= 1.1 * err_free).named("error")])
+    return free, err_free, problem
+
+
+@pytest.mark.parametrize("preset", ["algorithm2", "proxy_lagrangian"])
+def test_kld_subject_to_an_error_bound_improves_and_trains_outside_the_domain(
+        synthetic, helpers, preset):
+    free, err_free, problem = _kld_problem(synthetic, helpers)
+    left_domain, snapshots = [], []
+
+    def watch(copt, model):
+        # The hinge bounds of p̂ leave KLD's domain [0, 1] although the game trains.
+        idx = torch.arange(256)
+        with torch.no_grad():
+            v = copt.evaluator(Batch(scores=model(synthetic.features[idx])[:, 0],
+                                     **helpers.fields(synthetic, idx)), update=False)
+        left_domain.append(bool((v.upper > 1).any() or (v.lower < 0).any()))
+        if copt.steps % 20 == 0 and copt.steps > 400:
+            snapshots.append(helpers.split_values(problem, model, synthetic).true)
+
+    _, copt = helpers.train(problem, synthetic, steps=800, preset=preset, hook=watch)
+    before = problem.report(helpers.split_values(problem, free, synthetic).true)
+    # The game's guarantee is for the averaged (stochastic) model: mean of the members' rates.
+    after = problem.report(torch.stack(snapshots).mean(0))
+    assert after["objective"] < 0.6 * before["objective"], (before, after)
+    assert after["error"] <= 0.04, after          # error <= 1.1 x unconstrained, up to noise
+    assert all(left_domain)
+    # KLD is monotone in neither argument: two slack rows per p̂, none for the fixed p.
+    assert copt.terms.row_kinds.count("slack") == 4
+    assert copt.terms.num_fixed == 2
+
+
+@pytest.mark.parametrize("preset", ["spade", "nemsis"])
+def test_surrogate_payoff_presets_refuse_kld(preset):
+    a, b = group("group", "0"), group("group", "1")
+    problem = Problem(kld(a) + kld(b), [error_rate() <= 0.3])
+    model = torch.nn.Linear(5, 1)
+    with pytest.raises(ValueError, match="Remark 3"):
+        ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+                             preset=preset)
+    # ... while a monotone ψ (G-mean) is fine for them.
+    ConstrainedOptimizer(Problem(1.0 - gmean()), torch.optim.SGD(model.parameters(), lr=0.1),
+                         preset=preset)
+
+
+def test_fmeasure_parity_improves_over_the_unconstrained_model(synthetic, helpers):
+    a, b = group("group", "0"), group("group", "1")
+    problem = Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")])
+    free, _ = helpers.train(Problem(error_rate()), synthetic, steps=500)
+    before = problem.report(helpers.split_values(problem, free, synthetic).true)
+    snapshots = []
+
+    def snap(copt, model):
+        if copt.steps % 10 == 0 and copt.steps > 500:
+            snapshots.append(helpers.split_values(problem, model, synthetic).true)
+
+    helpers.train(problem, synthetic, steps=1000, hook=snap)
+    # The averaged (stochastic) model's rates are the mean of its members' rates.
+    mixture = problem.report(torch.stack(snapshots).mean(0))
+    assert before["f1_parity"] > 0.15
+    assert mixture["f1_parity"] < 0.5 * before["f1_parity"], (before, mixture)
+    # Not the trivial all-negative classifier (F1 = 0 everywhere satisfies parity).
+    assert -mixture["objective"] > 0.3, mixture

@@ -1,0 +1,169 @@
+"""Problem: compilation into Lagrangian rows, slacks and ratio terms; identities with the
+expression algebra; bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairgames.game import Problem
+from fairgames.rates import (
+    Batch,
+    LeafLookup,
+    error_rate,
+    false_positive_rate,
+    fmeasure,
+    gmean,
+    group,
+    kld,
+    label_rate,
+    positive_prediction_rate,
+    precision,
+    true_positive_rate,
+)
+
+A, B = group("g", "a"), group("g", "b")
+
+
+def _batch(n: int = 400, seed: int = 0) -> Batch:
+    gen = torch.Generator().manual_seed(seed)
+    return Batch(scores=torch.randn(n, generator=gen), labels=(torch.rand(n, generator=gen) < 0.4)
+                 .float(), groups={"g": (torch.rand(n, generator=gen) < 0.3).long()},
+                 group_values={"g": ["a", "b"]})
+
+
+RATES = [true_positive_rate(A), true_positive_rate(B), false_positive_rate(A),
+         positive_prediction_rate(B), error_rate(), label_rate(A)]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, len(RATES) - 1), st.floats(-3, 3)), min_size=1,
+                max_size=5), st.floats(-1, 1), st.sampled_from(["<=", ">=", "=="]))
+def test_affine_rows_equal_the_expressions_true_values(terms, constant, sense):
+    expr = sum((c * RATES[i] for i, c in terms), start=RATES[0] * 1e-3) + constant
+    con = {"<=": expr <= 0.1, ">=": expr >= 0.1, "==": expr == 0.1}[sense]
+    problem = Problem(error_rate(), [con])
+    ev = problem.make_evaluator()
+    values = ev(_batch())
+    g = con.expression.evaluate(values, "true")
+    rows = problem.terms.affine_rows(values.true)
+    expected = [g] if sense != "==" else [g, -g]
+    np.testing.assert_allclose(rows.numpy(), torch.stack(expected).numpy(), atol=1e-5)
+    # The original constraint values are the same numbers.
+    torch.testing.assert_close(problem.true_values(values.true)[1][0], g, atol=1e-5, rtol=0)
+    # θ's leaf costs at λ: d(ω·f + Σλ g)/dR, checked against autograd through the expression.
+    lam = torch.rand(problem.num_multipliers)
+    look = _Differentiable(values)
+    lag = error_rate().evaluate(look) + lam[0] * con.expression.evaluate(look)
+    if sense == "==":
+        lag = lag - lam[1] * con.expression.evaluate(look)
+    (grad,) = torch.autograd.grad(lag, look.leaves)
+    costs = problem.terms.leaf_costs(torch.tensor(1.0), lam, torch.zeros(0))
+    np.testing.assert_allclose(costs.numpy(), grad.numpy(), atol=1e-5)
+
+
+class _Differentiable(LeafLookup):
+    """True leaf values as a differentiable vector (an independent route to ∂L/∂R)."""
+
+    def __init__(self, values):
+        self.values = values
+        self.leaves = values.true.clone().requires_grad_(True)
+
+    def true_value(self, leaf):
+        return self.leaves[self.values.position(leaf)]
+
+
+def test_model_independent_leaves_get_no_multiplier_and_shift_the_row():
+    # PPR(a) <= P(y = 1 | a): one row; the label rate's value enters the row, not θ's gradient.
+    problem = Problem(error_rate(), [positive_prediction_rate(A) <= label_rate(A)])
+    assert problem.num_multipliers == 1
+    ev = problem.make_evaluator()
+    b = _batch()
+    values = ev(b)
+    y, g, s = b.labels.numpy(), b.groups["g"].numpy(), b.scores.numpy()
+    expected = (s[g == 0] > 0).mean() - y[g == 0].mean()
+    assert float(problem.terms.affine_rows(values.true)[0]) == pytest.approx(expected, abs=1e-6)
+    # The label rate's surrogate bounds equal its true value: no gradient reaches θ through it.
+    i = values.position(label_rate(A).leaves()[0])
+    assert values.upper[i] == values.true[i] == values.lower[i]
+
+
+def test_names_senses_and_rows():
+    gap = true_positive_rate(A) - true_positive_rate(B)
+    problem = Problem(error_rate(), [(gap <= 0.05).named("gap"), gap >= -0.05, gap == 0.0])
+    assert problem.constraint_names == ["gap", "c1", "c2"]
+    assert problem.terms.row_names == ["gap", "c1", "c2[<=]", "c2[>=]"]
+    problem = Problem(error_rate(), {"x": gap <= 0.1, "y": gap >= -0.1})
+    assert problem.constraint_names == ["x", "y"]
+
+
+def test_psi_terms_become_slacks_with_rows_by_direction():
+    # 1 - gmean: ψ concave and increasing, coefficient −1 → ξ ≤ R (the R-part is −R + ξ ≤ 0).
+    terms = Problem(1.0 - gmean()).terms
+    assert terms.num_slacks == 2 and terms.num_rows == 2
+    np.testing.assert_allclose(terms.b.numpy(), np.eye(2))
+    np.testing.assert_allclose(terms.a.sum(1).numpy(), [-1.0, -1.0])
+    # KLD ≤ ε in a constraint: p fixed, p̂ two-sided; rows follow the constraint row.
+    p = Problem(error_rate(), [(kld(A) <= 0.05).named("kld")])
+    t = p.terms
+    assert t.row_names[0] == "kld" and t.row_kinds == ["constraint", "slack", "slack"]
+    assert t.num_fixed == 1 and t.num_slacks == 1
+    np.testing.assert_allclose(t.b[1:].numpy(), [[-1.0], [1.0]])
+
+
+def test_ratio_terms_linearised_and_as_slacks():
+    problem = Problem(-fmeasure(), [precision(A) >= 0.6])
+    lin = problem.compile("linearize")
+    assert lin.num_rows == 1 and lin.num_linear == 2 and lin.num_slacks == 0
+    ev = problem.make_evaluator()
+    values = ev(_batch())
+    # Linearised: θ's costs are the gradient of the ratios at the true rates (autograd).
+    look = _Differentiable(values)
+    lam = torch.tensor([0.7])
+    lag = (-fmeasure()).evaluate(look) + lam[0] * problem.constraints["c0"].expression.evaluate(
+        look)
+    (grad,) = torch.autograd.grad(lag, look.leaves)
+    costs = lin.leaf_costs(torch.tensor(1.0), lam, torch.zeros(0), lin.ratio_values(values.true))
+    np.testing.assert_allclose(costs.numpy(), grad.numpy(), atol=1e-5)
+    # ... and the row's gain is the true constraint value.
+    z, _ = lin.ratio_values(values.true)
+    rows = lin.row_values(lin.affine_rows(values.true), torch.zeros(0), torch.zeros(0),
+                          torch.zeros(0), z)
+    torch.testing.assert_close(rows[0], problem.true_values(values.true)[1][0], atol=1e-5,
+                               rtol=0)
+    # Slack form: one ratio slack per ratio; at z = num/den the ratio rows are tight and the
+    # constraint row equals the true value.
+    sl = problem.compile("gradient")
+    assert sl.num_slacks == 2 and sl.num_rows == 3 and sl.num_bilinear == 2
+    s = sl.initial_slacks(values.true)
+    rows = sl.row_values(sl.affine_rows(values.true), sl.bilinear_values(values.true), s,
+                         torch.zeros(0))
+    np.testing.assert_allclose(rows[1:].numpy(), [0.0, 0.0], atol=1e-5)
+    torch.testing.assert_close(rows[0], problem.true_values(values.true)[1][0], atol=1e-5,
+                               rtol=0)
+    # F-measure's numerator is dominated by its denominator: its slack lives in [0, 1].
+    assert float(sl.slack_hi[0]) == 1.0
+
+
+def test_bad_input_raises_clear_errors():
+    with pytest.raises(ValueError, match="objective expression, a loss, or both"):
+        Problem()
+    with pytest.raises(TypeError, match="not a Constraint"):
+        Problem(error_rate(), [error_rate()])
+    with pytest.raises(TypeError, match="objective is a constraint"):
+        Problem(error_rate() <= 0.1)
+    with pytest.raises(ValueError, match="named 'x'"):
+        Problem(error_rate(), [(error_rate() <= 0.2).named("x"), (error_rate() <= 0.3).named("x")])
+    with pytest.raises(ValueError, match="not convex"):
+        Problem(gmean())                      # minimising a concave ψ
+    with pytest.raises(ValueError, match="not convex"):
+        Problem(error_rate(), [gmean() <= 0.5])
+    with pytest.raises(ValueError, match="no rate"):
+        Problem(0.0, loss=lambda s, b: s.mean())
+    with pytest.raises(TypeError, match="callable"):
+        Problem(error_rate(), loss=3)
+    with pytest.raises(ValueError, match="ratios must be"):
+        Problem(error_rate()).compile("magic")
