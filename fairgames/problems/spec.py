@@ -1,0 +1,230 @@
+"""A problem as configs write it: an objective and named constraints in the problem language.
+
+:class:`ProblemSpec` is the plain-data form of ``configs/problem/*.yaml``. :meth:`ProblemSpec.build`
+compiles it against a data set's groups into rate expressions and named constraints, which
+:class:`fairgames.game.Problem` turns into a game.
+
+Names a statement may read:
+
+* ``tolerance`` — the problem's slack (``problem.tolerance``); ``tolerance_kind`` documents
+  whether it is a ``difference`` of two rates, a multiplicative ``ratio`` or an absolute
+  ``bound`` on a rate;
+* ``protected_group`` — the value of the protected attribute (``data.protected``) that a
+  parity protects (``problem.protected_group``; ``null`` picks the least frequent value of the
+  training split, e.g. ``Female`` for Adult's ``sex``);
+* ``unconstrained_<metric>`` — a metric (any argument-free function, e.g.
+  ``unconstrained_error``) of an unconstrained model that the run trains first on the same
+  training split (paper 000, Table 3: error ≤ 1.1 × UncError's error);
+* any name of ``problem.variables``; ``groups`` — the values of the protected attribute, for
+  ``sum(... for g in groups)`` and ``for g in groups: ...``.
+
+A statement that calls ``churn``, ``win_rate``, ``loss_rate`` or ``win_loss_ratio`` needs a
+baseline model: loaded from ``problem.baseline_path`` or trained by the run.
+
+Example:
+    >>> spec = ProblemSpec("eo", "error()",
+    ...                    {"eo": "for g in groups: tpr(group=g) >= tpr() - tolerance"},
+    ...                    tolerance=0.05, tolerance_kind="difference")
+    >>> built = spec.build("sex", {"sex": ["Male", "Female"]})
+    >>> [c.name for c in built.constraints]
+    ['eo[Male]', 'eo[Female]']
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fairgames import rates as R
+
+from .compiler import Environment, compile_constraint, compile_expression
+from .errors import ProblemError
+from .functions import FUNCTIONS
+from .language import called_functions, free_names, parse
+
+TOLERANCE_KINDS = ("difference", "ratio", "bound", "none")
+UNCONSTRAINED_PREFIX = "unconstrained_"
+BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_ratio"})
+RESERVED = ("tolerance", "protected_group", "groups")
+
+
+@dataclass
+class BuiltProblem:
+    """A compiled problem: the objective to minimise and the named constraints."""
+
+    objective: R.Expression
+    constraints: list[R.Constraint]
+    variables: dict[str, object]
+
+
+@dataclass
+class ProblemSpec:
+    """An objective and constraints as statements of the problem language.
+
+    Args:
+        name: the problem's name (for logs and results).
+        objective: an expression to minimise, e.g. ``"1 - fmeasure()"``.
+        constraints: name → statement (or a list of statements, named ``c0, c1, ...``).
+        tolerance: the value of the name ``tolerance``.
+        tolerance_kind: ``difference``, ``ratio``, ``bound`` or ``none`` (documentation and
+            reports; the statement says how the tolerance enters).
+        protected_group: the value ``protected_group`` names (a value name or code of the
+            protected attribute); ``None``: the least frequent value of the training split.
+        variables: more names and their values.
+        baseline_path: a saved model to use as the churn baseline (``None``: trained by the run).
+        description: one line for reports.
+    """
+
+    name: str
+    objective: str
+    constraints: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
+    tolerance: float | None = None
+    tolerance_kind: str = "none"
+    protected_group: str | int | None = None
+    variables: Mapping[str, object] = field(default_factory=dict)
+    baseline_path: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.objective, str):
+            raise ProblemError(f"problem {self.name!r}: objective must be a string, got "
+                               f"{type(self.objective).__name__}")
+        if self.tolerance_kind not in TOLERANCE_KINDS:
+            raise ProblemError(f"problem {self.name!r}: tolerance_kind must be one of "
+                               f"{TOLERANCE_KINDS}, got {self.tolerance_kind!r}")
+        if self.tolerance is not None and (isinstance(self.tolerance, bool) or not isinstance(
+                self.tolerance, numbers.Real)):
+            raise ProblemError(f"problem {self.name!r}: tolerance must be a number, got "
+                               f"{self.tolerance!r}")
+        clash = sorted(set(self.variables) & set(RESERVED))
+        if clash:
+            raise ProblemError(f"problem {self.name!r}: variables may not redefine {clash} "
+                               "(set problem.tolerance / problem.protected_group instead)")
+        for key in self.variables:
+            if key.startswith(UNCONSTRAINED_PREFIX):
+                raise ProblemError(f"problem {self.name!r}: variable {key!r} is reserved; "
+                                   f"names starting with {UNCONSTRAINED_PREFIX!r} are computed "
+                                   "by the run")
+        for cname, text in self.statements():
+            if not isinstance(text, str):
+                raise ProblemError(f"problem {self.name!r}: constraint {cname!r} must be a "
+                                   f"string, got {type(text).__name__}")
+
+    # ------------------------------------------------------------------ inspection
+    def statements(self) -> list[tuple[str, str]]:
+        """``[(constraint name, statement)]`` in order."""
+        if isinstance(self.constraints, Mapping):
+            return [(str(k), v) for k, v in self.constraints.items()]
+        if isinstance(self.constraints, str):
+            raise ProblemError(f"problem {self.name!r}: constraints must be a list or a "
+                               "mapping of statements, not one string")
+        return [(f"c{i}", v) for i, v in enumerate(self.constraints)]
+
+    def _trees(self):
+        yield "objective", parse(self.objective, "expression")
+        for cname, text in self.statements():
+            yield cname, parse(text, "constraint")
+
+    def free_names(self) -> set[str]:
+        """Every name the statements read (parsing them; syntax errors raise here)."""
+        out: set[str] = set()
+        for _, tree in self._trees():
+            out |= free_names(tree)
+        return out
+
+    def unconstrained_metrics(self) -> list[str]:
+        """Metrics of an unconstrained model the statements need, e.g. ``["error"]``."""
+        out = []
+        for n in sorted(self.free_names()):
+            if n.startswith(UNCONSTRAINED_PREFIX):
+                metric = n[len(UNCONSTRAINED_PREFIX):]
+                fn = FUNCTIONS.get(metric)
+                if fn is None or fn.params:
+                    known = sorted(k for k, f in FUNCTIONS.items() if not f.params)
+                    raise ProblemError(f"problem {self.name!r}: {n!r} names no metric; use "
+                                       f"{UNCONSTRAINED_PREFIX}<metric> with one of {known}")
+                out.append(metric)
+        return out
+
+    def needs_baseline(self) -> bool:
+        """Whether a statement reads a baseline model's predictions (churn, wins, losses)."""
+        return any(called_functions(t) & BASELINE_FUNCTIONS for _, t in self._trees())
+
+    def uses_protected_group(self) -> bool:
+        return "protected_group" in self.free_names()
+
+    # ------------------------------------------------------------------ compilation
+    def resolve_protected_group(self, protected: str,
+                                group_counts: Mapping[str, int] | None) -> str | int:
+        """``protected_group``, or the least frequent value of ``group_counts`` if unset."""
+        if self.protected_group is not None:
+            return self.protected_group
+        if not group_counts:
+            raise ProblemError(f"problem {self.name!r} reads protected_group but it is unset "
+                               f"and the group counts of {protected!r} are unknown; set "
+                               "problem.protected_group")
+        return min(group_counts, key=lambda k: (group_counts[k], k))
+
+    def build(self, protected: str | None, group_names: Mapping[str, Sequence[str]],
+              values: Mapping[str, object] | None = None,
+              group_counts: Mapping[str, int] | None = None) -> BuiltProblem:
+        """Compile against a data set's groups.
+
+        Args:
+            protected: the attribute ``group=`` refers to (``data.protected``).
+            group_names: attribute → value names of the data set.
+            values: run-computed names (``unconstrained_error``, ...).
+            group_counts: value name → count on the training split of ``protected`` (used
+                when ``protected_group`` is unset).
+
+        Raises:
+            ProblemSyntaxError: with the offending token underlined.
+            ProblemError: a missing run-computed value or an unusable definition.
+        """
+        if protected is not None and group_names and protected not in group_names:
+            raise ProblemError(f"protected attribute {protected!r} is not in the data; it has "
+                               f"{sorted(group_names)}")
+        variables: dict[str, object] = dict(self.variables)
+        if self.tolerance is not None:
+            variables["tolerance"] = float(self.tolerance)
+        names = self.free_names()
+        if "protected_group" in names:
+            if protected is None:
+                raise ProblemError(f"problem {self.name!r} reads protected_group but no "
+                                   "protected attribute is set (data.protected)")
+            variables["protected_group"] = self.resolve_protected_group(protected, group_counts)
+        values = dict(values or {})
+        for metric in self.unconstrained_metrics():
+            key = UNCONSTRAINED_PREFIX + metric
+            if key not in values:
+                raise ProblemError(f"problem {self.name!r} reads {key!r}, which the run "
+                                   "computes by training an unconstrained model first; none "
+                                   "was given")
+        variables.update(values)
+        env = Environment(protected, group_names, variables)
+        objective = compile_expression(self.objective, env, f"objective of {self.name!r}")
+        constraints: list[R.Constraint] = []
+        for cname, text in self.statements():
+            constraints += compile_constraint(text, env, cname)
+        seen: set[str] = set()
+        for c in constraints:
+            if c.name in seen:
+                raise ProblemError(f"problem {self.name!r}: two constraints are named "
+                                   f"{c.name!r}")
+            seen.add(c.name)  # type: ignore[arg-type]
+        return BuiltProblem(objective, constraints, variables)
+
+    @staticmethod
+    def from_mapping(d: Mapping[str, object]) -> ProblemSpec:
+        """From a config mapping (unknown keys are an error naming them).
+
+        Example:
+            >>> ProblemSpec.from_mapping({"name": "f1", "objective": "1 - fmeasure()"}).name
+            'f1'
+        """
+        allowed = set(ProblemSpec.__dataclass_fields__)
+        unknown = sorted(set(d) - allowed)
+        if unknown:
+            raise ProblemError(f"unknown problem key(s) {unknown}; known: {sorted(allowed)}")
+        return ProblemSpec(**d)  # type: ignore[arg-type]
