@@ -1,0 +1,53 @@
+"""Training from configs or from Python: the engine, TensorBoard logging, reports.
+
+Example:
+    >>> import torch
+    >>> from fairgames.data import make_synthetic
+    >>> from fairgames.train import fit
+    >>> splits = make_synthetic(n=600, d=4, seed=0)
+    >>> result = fit(torch.nn.Linear(4, 1), "demographic_parity", splits, protected="group",
+    ...              trainer={"steps": 20, "log_every": 10})
+    >>> result.results["training"]["steps"]
+    20
+"""
+
+from .checkpoint import find_checkpoint, load_checkpoint, save_atomic
+from .config import (
+    AlgorithmConfig,
+    ConfigError,
+    ModelConfig,
+    OptimizerConfig,
+    ProblemConfig,
+    TrainConfig,
+    TrainerConfig,
+    validate,
+)
+from .engine import Engine
+from .evaluation import SolutionEvaluator, group_rates, group_table
+from .logger import RunLogger
+from .report import load_schema, validate_results
+from .run import RunResult, fit, run
+
+__all__ = [
+    "AlgorithmConfig",
+    "ConfigError",
+    "Engine",
+    "ModelConfig",
+    "OptimizerConfig",
+    "ProblemConfig",
+    "RunLogger",
+    "RunResult",
+    "SolutionEvaluator",
+    "TrainConfig",
+    "TrainerConfig",
+    "find_checkpoint",
+    "fit",
+    "group_rates",
+    "group_table",
+    "load_checkpoint",
+    "load_schema",
+    "run",
+    "save_atomic",
+    "validate",
+    "validate_results",
+]

@@ -1,0 +1,308 @@
+"""The training config: structured schemas registered with Hydra, and value validation.
+
+``configs/train.yaml`` starts its defaults list with ``train_schema`` (registered here in
+Hydra's ConfigStore), so every group file (``problem/``, ``model/``, ``optimizer/``,
+``algorithm/``, ``trainer/``) is merged into a typed node: a misspelt key fails at compose
+time ("Key 'stepz' not in 'TrainerConfig'"), and a value of the wrong type too. Values are
+then checked by :func:`validate`, which lists every problem at once in a
+:class:`ConfigError`. The ``data`` group is owned by the data loaders: it is a mapping whose
+``name`` picks the loader and whose ``protected`` names the attribute that defines the groups;
+its other keys are the loader's keyword arguments (checked against its signature).
+
+Keys every issue and user agrees on: ``data.protected``, ``problem.tolerance``,
+``trainer.steps``, ``trainer.batch_size`` (``null`` = full batch), ``trainer.device``
+(``auto`` / ``cpu`` / ``cuda``), ``seed``, ``algorithm.multiplier_lr``, ``algorithm.radius``,
+``problem.baseline_path``.
+
+Example:
+    >>> cfg = OmegaConf.structured(TrainConfig)
+    >>> cfg.trainer.device, cfg.algorithm.name
+    ('auto', 'proxy_lagrangian')
+    >>> try:
+    ...     cfg.trainer.stepz = 3
+    ... except Exception as e:
+    ...     print(str(e).splitlines()[0])
+    Key 'stepz' not in 'TrainerConfig'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+DEVICES = ("auto", "cpu", "cuda")
+OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
+SPLITS = ("train", "validation", "test")
+STOCHASTIC = ("uniform", "shrunk")
+SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
+
+
+class ConfigError(ValueError):
+    """A config with bad values; the message lists each bad key and why."""
+
+
+@dataclass
+class ProblemConfig:
+    """An objective and named constraints in the problem language (see ``docs/problems.md``).
+
+    ``tolerance`` is the value of the name ``tolerance`` in the statements; ``tolerance_kind``
+    says whether it is a ``difference`` of rates, a multiplicative ``ratio`` or an absolute
+    ``bound``. ``protected_group`` (a value name or code of ``data.protected``; ``null``: the
+    least frequent value on the training split) is what ``protected_group`` means.
+    ``baseline_path`` is a churn baseline (a ``model.pt`` of an earlier run, or its directory);
+    ``null`` trains one on a ``baseline_fraction`` share of the training split.
+    """
+
+    name: str = MISSING
+    description: str = ""
+    objective: str = MISSING
+    constraints: Any = field(default_factory=dict)
+    tolerance: float | None = None
+    tolerance_kind: str = "none"
+    protected_group: Any = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    baseline_path: str | None = None
+    baseline_fraction: float = 0.25
+
+
+@dataclass
+class ModelConfig:
+    """``linear`` (``bias``) or ``mlp`` (``hidden`` widths, ``activation``, ``dropout``)."""
+
+    name: str = "linear"
+    bias: bool = True
+    hidden: list[int] = field(default_factory=lambda: [64])
+    activation: str = "relu"
+    dropout: float = 0.0
+
+
+@dataclass
+class OptimizerConfig:
+    """The θ-player's torch optimizer; ``grad_clip`` clips the gradient norm (null: off)."""
+
+    name: str = "adam"
+    lr: float = 0.01
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    grad_clip: float | None = None
+
+
+@dataclass
+class AlgorithmConfig:
+    """A preset of paper 000 Table 2 (``fairgames.game.PRESETS``) and its step sizes.
+
+    ``multiplier_lr`` / ``radius`` (κ of ‖λ‖₁ ≤ κ) default to the preset's strategy's when
+    null; ``multipliers`` overrides the preset's λ strategy; ``theta_steps`` is the inner loop
+    of a best-response θ-player (algorithm1, frank_wolfe); ``surrogate`` is the θ-player's
+    stand-in for the 0/1 indicator.
+    """
+
+    name: str = "proxy_lagrangian"
+    multipliers: str | None = None
+    multiplier_lr: float | None = None
+    radius: float | None = None
+    slack_lr: float = 0.05
+    psi_steps: int = 100
+    theta_steps: int = 20
+    surrogate: str = "hinge"
+    ratio_floor: float = 0.01
+
+
+@dataclass
+class TrainerConfig:
+    """Steps, batches, device, logging, snapshots and checkpoints.
+
+    * ``steps`` game steps, or ``epochs`` passes over the training split (wins when set);
+      ``batch_size: null`` is the full batch; ``balanced_batches`` draws every group equally
+      (re-weighted to the population); ``device``: ``auto`` / ``cpu`` / ``cuda``.
+    * ``log_every``: the logging interval, the only place the loop reads device values.
+    * ``snapshot_every`` / ``max_snapshots`` / ``snapshot_strategy`` (``reservoir``: a seeded
+      uniform sample of all snapshots; ``uniform_stride``: evenly spaced): the iterates kept
+      for the stochastic model and the best iterate, which are chosen on ``selection_split``;
+      ``stochastic``: ``uniform`` (the mixture of all kept snapshots, paper 000's output) or
+      ``shrunk`` (the LP mixture of at most m + 1 of them, Cotter et al. 2019).
+    * ``checkpoint_every`` (0: only at the end) and ``resume`` (``true``: the run directory's
+      checkpoint, or a path) let a killed run continue; ``stop_after`` ends the run after that
+      many steps without saving or evaluating anything more, as a kill would (a resumed run
+      restarts from the last checkpoint).
+    * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
+      (rows per evaluation chunk).
+    """
+
+    steps: int | None = 1000
+    epochs: float | None = None
+    batch_size: int | None = None
+    balanced_batches: bool = False
+    device: str = "auto"
+    log_every: int = 50
+    snapshot_every: int = 10
+    max_snapshots: int = 100
+    snapshot_strategy: str = "reservoir"
+    checkpoint_every: int = 500
+    resume: Any = False
+    stop_after: int | None = None
+    progress: bool = True
+    tensorboard: bool = True
+    plots: bool = True
+    selection_split: str = "validation"
+    stochastic: str = "uniform"
+    eval_chunk: int = 65536
+
+
+@dataclass
+class TrainConfig:
+    """The whole run. ``run_dir`` defaults to Hydra's output directory."""
+
+    data: dict[str, Any] = field(default_factory=lambda: {"name": "synthetic",
+                                                          "protected": "group"})
+    problem: ProblemConfig = field(default_factory=ProblemConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    seed: int = 0
+    run_dir: str | None = None
+
+
+def register() -> None:
+    """Register ``train_schema`` in Hydra's ConfigStore (idempotent; done on import)."""
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+register()
+
+
+# --------------------------------------------------------------------------- validation
+def validate(cfg: DictConfig | TrainConfig) -> None:
+    """Check values that types cannot: ranges, choices, names known to fairgames.
+
+    Raises:
+        ConfigError: listing every bad key with its value and what is expected.
+    """
+    from fairgames.game import PRESETS
+    from fairgames.game.players import MULTIPLIER_PLAYERS
+    from fairgames.models import ACTIVATIONS, MODELS
+    from fairgames.problems.spec import TOLERANCE_KINDS
+    from fairgames.rates.surrogates import KINDS
+
+    c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+    errors: list[str] = []
+
+    def bad(key: str, value: object, expected: str) -> None:
+        errors.append(f"{key}={value!r}: {expected}")
+
+    def choice(key: str, value: object, options) -> None:
+        if value not in options:
+            bad(key, value, f"expected one of {sorted(options)}")
+
+    def positive(key: str, value: object, allow_none: bool = False, integer: bool = False,
+                 zero: bool = False) -> None:
+        if value is None:
+            if not allow_none:
+                bad(key, value, "must be set")
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+                integer and not isinstance(value, int)):
+            bad(key, value, "expected a number")
+            return
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            bad(key, value, "must be " + ("non-negative" if zero else "positive") + " and "
+                "finite")
+
+    # Keys forced in with Hydra's `+key=value` bypass the schema's struct flag: check them too.
+    groups = {"problem": ProblemConfig, "model": ModelConfig, "optimizer": OptimizerConfig,
+              "algorithm": AlgorithmConfig, "trainer": TrainerConfig}
+    top = set(TrainConfig.__dataclass_fields__)
+    for key in c:
+        if key not in top:
+            errors.append(f"unknown key {key!r}; known: {sorted(top)}")
+    for group, schema in groups.items():
+        known = set(schema.__dataclass_fields__)
+        for key in c.get(group, {}):
+            if key not in known:
+                errors.append(f"unknown key {group}.{key}; {group} takes {sorted(known)}")
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+    data = c.data
+    if not isinstance(data.get("name"), str) or not data.get("name"):
+        bad("data.name", data.get("name"), "the data set's name (e.g. adult, synthetic)")
+    if not isinstance(data.get("protected"), str) or not data.get("protected"):
+        bad("data.protected", data.get("protected"), "the protected attribute's name (e.g. sex)")
+
+    p = c.problem
+    choice("problem.tolerance_kind", p.tolerance_kind, TOLERANCE_KINDS)
+    if p.tolerance is not None and not math.isfinite(p.tolerance):
+        bad("problem.tolerance", p.tolerance, "must be finite")
+    if not 0.0 < p.baseline_fraction <= 1.0:
+        bad("problem.baseline_fraction", p.baseline_fraction, "must lie in (0, 1]")
+    if p.protected_group is not None and (isinstance(p.protected_group, bool) or
+                                          not isinstance(p.protected_group, int | str)):
+        bad("problem.protected_group", p.protected_group, "a value name or integer code")
+
+    m = c.model
+    choice("model.name", m.name, MODELS)
+    choice("model.activation", m.activation, ACTIVATIONS)
+    if not 0.0 <= m.dropout < 1.0:
+        bad("model.dropout", m.dropout, "must lie in [0, 1)")
+    if m.name == "mlp" and (not m.hidden or any(h < 1 for h in m.hidden)):
+        bad("model.hidden", list(m.hidden), "positive layer widths, at least one")
+
+    o = c.optimizer
+    choice("optimizer.name", o.name, OPTIMIZERS)
+    positive("optimizer.lr", o.lr)
+    positive("optimizer.momentum", o.momentum, zero=True)
+    positive("optimizer.weight_decay", o.weight_decay, zero=True)
+    positive("optimizer.grad_clip", o.grad_clip, allow_none=True)
+
+    a = c.algorithm
+    choice("algorithm.name", a.name, PRESETS)
+    if a.multipliers is not None:
+        choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
+    positive("algorithm.multiplier_lr", a.multiplier_lr, allow_none=True)
+    positive("algorithm.radius", a.radius, allow_none=True)
+    strategy = a.multipliers or (PRESETS[a.name].multipliers if a.name in PRESETS else None)
+    if a.radius is not None and strategy == "swap_regret":
+        bad("algorithm.radius", a.radius, "the swap-regret λ-player (proxy_lagrangian) has no "
+            "radius; leave it null or pick another algorithm")
+    positive("algorithm.slack_lr", a.slack_lr)
+    positive("algorithm.psi_steps", a.psi_steps, integer=True)
+    positive("algorithm.theta_steps", a.theta_steps, integer=True)
+    choice("algorithm.surrogate", a.surrogate, KINDS)
+    if not 0.0 < a.ratio_floor < 1.0:
+        bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
+
+    t = c.trainer
+    if t.epochs is None:
+        positive("trainer.steps", t.steps, integer=True)
+    else:
+        positive("trainer.epochs", t.epochs)
+    positive("trainer.batch_size", t.batch_size, allow_none=True, integer=True)
+    if t.balanced_batches and t.batch_size is None:
+        bad("trainer.balanced_batches", True, "needs a trainer.batch_size")
+    choice("trainer.device", t.device, DEVICES)
+    if t.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            bad("trainer.device", "cuda", "CUDA is not available on this machine (use auto or "
+                "cpu)")
+    positive("trainer.log_every", t.log_every, integer=True)
+    positive("trainer.snapshot_every", t.snapshot_every, integer=True)
+    positive("trainer.max_snapshots", t.max_snapshots, integer=True)
+    positive("trainer.checkpoint_every", t.checkpoint_every, integer=True, zero=True)
+    positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
+    positive("trainer.eval_chunk", t.eval_chunk, integer=True)
+    choice("trainer.selection_split", t.selection_split, SPLITS)
+    choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
+    choice("trainer.stochastic", t.stochastic, STOCHASTIC)
+    if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):
+        bad("trainer.resume", t.resume, "true, false or a checkpoint path")
+    if isinstance(c.seed, bool) or not isinstance(c.seed, int) or c.seed < 0:
+        bad("seed", c.seed, "a non-negative integer")
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))

@@ -1,0 +1,98 @@
+"""Data for a run: load the configured data set onto the device and cut it into batches.
+
+``data`` configs name the loader (``name``) and the protected attribute (``protected``); every
+other key is a keyword argument of :func:`fairgames.data.make_synthetic` (``name: synthetic``)
+or of :func:`fairgames.data.load` (real data sets), checked against its signature so that a
+misspelt key fails with the list of accepted ones.
+
+Example:
+    >>> splits = load_splits({"name": "synthetic", "protected": "group", "n": 300}, seed=0)
+    >>> len(splits.train) + len(splits.validation) + len(splits.test)
+    300
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from fairgames.data import DatasetSplits, TabularDataset, load, make_synthetic
+from fairgames.rates import Batch
+
+from .config import ConfigError
+
+
+def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
+    """Train / validation / test splits for a ``data`` config (on the CPU).
+
+    The split seed is ``data.seed`` when the config sets it, else the run's ``seed``.
+
+    Raises:
+        ConfigError: a key the loader does not take, or a protected attribute the data set
+            does not have.
+    """
+    cfg = dict(data_cfg)
+    name = cfg.pop("name")
+    protected = cfg.pop("protected")
+    cfg.setdefault("seed", seed)
+    fn = make_synthetic if name == "synthetic" else load
+    params = inspect.signature(fn).parameters
+    reserved = {"name", "protected"} if name != "synthetic" else set()
+    accepted = sorted(set(params) - reserved)
+    unknown = sorted(k for k in cfg if k not in params or k in reserved)
+    if unknown:
+        raise ConfigError(f"data: unknown key(s) {unknown} for data set {name!r}; its loader "
+                          f"takes {accepted} (plus name and protected)")
+    if name == "synthetic":
+        splits = make_synthetic(**cfg)
+    else:
+        splits = load(name, protected=protected, **cfg)
+    if protected not in splits.train.groups:
+        raise ConfigError(f"data.protected={protected!r}: data set {name!r} has the "
+                          f"attributes {sorted(splits.train.groups)}")
+    for split_name, ds in splits.items():
+        if len(ds) == 0:
+            raise ConfigError(f"data set {name!r} has an empty {split_name} split; change its "
+                              "split fractions")
+    return splits
+
+
+def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | None = None, *,
+               baseline_scores: torch.Tensor | None = None,
+               weights: torch.Tensor | None = None,
+               mixture_weights: torch.Tensor | None = None) -> Batch:
+    """A :class:`~fairgames.rates.Batch` of rows ``index`` (all rows when ``None``) of ``ds``
+    with the model's ``scores`` for those rows. No host sync."""
+    if index is None:
+        labels = ds.labels
+        groups = ds.groups
+        base = baseline_scores
+    else:
+        labels = ds.labels[index]
+        groups = {a: g[index] for a, g in ds.groups.items()}
+        base = baseline_scores[index] if baseline_scores is not None else None
+    return Batch(scores=scores, labels=labels, label_kind=ds.label_kind, weights=weights,
+                 groups=groups, group_values=ds.group_names, baseline_scores=base,
+                 mixture_weights=mixture_weights)
+
+
+def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tensor]:
+    """Consecutive index ranges ``[start, start + size)`` covering ``0..n-1``."""
+    for start in range(0, n, size):
+        yield torch.arange(start, min(n, start + size), device=device)
+
+
+@torch.no_grad()
+def predict_scores(model: torch.nn.Module, features: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The model's scores ``[N]`` on ``features`` in eval mode, chunk by chunk (restores the
+    model's training flag)."""
+    was = model.training
+    model.eval()
+    try:
+        out = [model(features[i:i + chunk]).reshape(-1) for i in range(0, len(features), chunk)]
+    finally:
+        model.train(was)
+    return torch.cat(out).float()

@@ -1,0 +1,322 @@
+"""The training loop: game steps on device-resident data, logging at intervals, snapshots and
+checkpoints.
+
+One step (no host-device sync; :func:`fairgames.rates.no_host_sync` proves it on CPU):
+draw a minibatch index on the device (or use the whole split), score it, build a
+:class:`~fairgames.rates.Batch`, and let the :class:`~fairgames.game.ConstrainedOptimizer` play
+(``lagrangian`` → ``backward`` → optional gradient clipping → ``step``; a best-response
+θ-player runs its inner loop through ``step_batch``). Every ``snapshot_every`` steps the
+model is copied on the device. Only at ``log_every`` steps does the loop read device values:
+the game's last :class:`~fairgames.game.StepRecord`, the surrogate bounds of the objective and
+constraints on the batch, per-group rates, the infeasibility verdict — and it writes them to
+TensorBoard, to the progress bar and to the history that ``dynamics.png`` plots.
+
+A checkpoint (every ``checkpoint_every`` steps; atomic) holds the model, the optimizer's
+``state_dict`` (every player, the running estimates), the sampler's position, the snapshots,
+the history and the RNG state: a resumed run continues exactly where the killed one was.
+
+Example:
+    >>> import torch
+    >>> from fairgames.data import make_synthetic
+    >>> from fairgames.game import ConstrainedOptimizer, Problem
+    >>> from fairgames.rates import error_rate, true_positive_rate, group
+    >>> train = make_synthetic(n=400, d=3, seed=0).train
+    >>> tpr = lambda g: true_positive_rate(group("group", g))
+    >>> problem = Problem(error_rate(), [(tpr("1") >= tpr("0") - 0.1).named("eo")])
+    >>> model = torch.nn.Linear(3, 1)
+    >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+    >>> engine = Engine(model, copt, train, protected="group", steps=20, log_every=10)
+    >>> engine.run()
+    >>> engine.step, [h["step"] for h in engine.history]
+    (20, [10, 20])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from fairgames.data import MinibatchSampler, TabularDataset
+from fairgames.game import BestResponsePlayer, ConstrainedOptimizer
+from fairgames.game.solutions import SnapshotRecorder
+from fairgames.rates import Batch
+
+from .checkpoint import CHECKPOINT_NAME, save_atomic
+from .evaluation import group_rates
+from .logger import RunLogger
+
+ENGINE_FORMAT = 1
+
+
+class Engine:
+    """Trains ``model`` with ``copt`` on the training split ``train``.
+
+    Args:
+        model: any ``nn.Module`` mapping features ``[B, D]`` to scores ``[B]`` (or ``[B, 1]``).
+        copt: the :class:`~fairgames.game.ConstrainedOptimizer` over the model's optimizer.
+        train: the training split, already on the model's device.
+        protected: the attribute whose per-group rates are logged.
+        steps: number of game steps.
+        batch_size: rows per step; ``None`` is the full batch.
+        balanced_batches: draw every group equally (re-weighted to the population).
+        seed: seed of the minibatch order.
+        baseline_scores: ``[N]`` scores of a baseline model on ``train`` (churn problems).
+        log_every, snapshot_every, checkpoint_every: intervals (``checkpoint_every=0``
+            disables periodic checkpoints).
+        max_snapshots, snapshot_strategy: how many snapshots are kept and how
+            (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded
+            uniform sample of all snapshots, or ``"uniform_stride"``, evenly spaced).
+        grad_clip: clip the model's gradient norm (``None``: off).
+        run_dir: where checkpoints (and TensorBoard events, through ``logger``) go.
+        logger: a :class:`RunLogger` (``None``: no TensorBoard).
+        progress: show a tqdm progress bar.
+        on_checkpoint: ``fn(state)`` adding run-level items to each checkpoint.
+    """
+
+    def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer,
+                 train: TabularDataset, *, protected: str, steps: int,
+                 batch_size: int | None = None, balanced_batches: bool = False, seed: int = 0,
+                 baseline_scores: torch.Tensor | None = None, log_every: int = 50,
+                 snapshot_every: int = 10, max_snapshots: int = 100,
+                 snapshot_strategy: str = "reservoir", checkpoint_every: int = 0,
+                 grad_clip: float | None = None,
+                 run_dir: Path | None = None, logger: RunLogger | None = None,
+                 progress: bool = False,
+                 on_checkpoint: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if protected not in train.groups:
+            raise ValueError(f"protected attribute {protected!r} is not in the data "
+                             f"({sorted(train.groups)})")
+        self.model, self.copt, self.train = model, copt, train
+        self.protected = protected
+        self.steps = int(steps)
+        self.full_batch = batch_size is None or batch_size >= len(train)
+        self.sampler = None if self.full_batch else MinibatchSampler(
+            train, batch_size, seed=seed, balanced_by=protected if balanced_batches else None)
+        self.baseline_scores = baseline_scores
+        self.log_every, self.checkpoint_every = int(log_every), int(checkpoint_every)
+        self.grad_clip = grad_clip
+        self.run_dir, self.logger = run_dir, logger
+        self.progress, self.on_checkpoint = progress, on_checkpoint
+        self.snapshots = SnapshotRecorder(model, snapshot_every, max_snapshots,
+                                          snapshot_strategy, seed=seed)
+        self.history: list[dict[str, Any]] = []
+        self.step = 0
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.best_response = isinstance(copt.theta, BestResponsePlayer)
+        self._full_fields = self._fields(None) if self.full_batch else None
+        self._last: tuple[torch.Tensor, dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ one step
+    def _fields(self, index: torch.Tensor | None) -> dict[str, Any]:
+        ds = self.train
+        weights = None
+        if index is None:
+            labels, groups, base = ds.labels, ds.groups, self.baseline_scores
+        else:
+            labels = ds.labels[index]
+            groups = {a: g[index] for a, g in ds.groups.items()}
+            base = self.baseline_scores[index] if self.baseline_scores is not None else None
+            if self.sampler is not None and self.sampler.balanced_by is not None:
+                weights = self.sampler.importance_weights(index)
+        return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
+                "group_values": ds.group_names, "baseline_scores": base, "weights": weights}
+
+    def train_step(self) -> None:
+        """One game step (no host-device sync)."""
+        if self.full_batch:
+            x, fields = self.train.features, self._full_fields
+            assert fields is not None
+        else:
+            assert self.sampler is not None
+            index = next(self.sampler)
+            x, fields = self.train.features[index], self._fields(index)
+        self.model.train()
+        if self.best_response:
+            self.copt.step_batch(self.model, x, **fields)
+        else:
+            self.copt.zero_grad()
+            scores = self.model(x)
+            if scores.dim() == 2 and scores.shape[1] == 1:
+                scores = scores[:, 0]
+            loss = self.copt.lagrangian(Batch(scores=scores, **fields))
+            loss.backward()
+            if self.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+            self.copt.step()
+        self.step += 1
+        self.snapshots.step()
+        self._last = (x, fields)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop_after: int | None = None) -> None:
+        """Play until ``steps``, or stop after ``stop_after`` steps without saving anything more,
+        as a killed run would (its last periodic checkpoint is where a resumed run starts)."""
+        end = self.steps if stop_after is None else min(self.steps, stop_after)
+        bar = tqdm(total=self.steps, initial=self.step, disable=not self.progress,
+                   desc="train", dynamic_ncols=True, leave=True)
+        try:
+            while self.step < end:
+                self.train_step()
+                bar.update(1)
+                last = self.step == self.steps
+                if self.step % self.log_every == 0 or last:
+                    rec = self.log()
+                    bar.set_postfix(objective=f"{rec['objective_true']:.4g}",
+                                    max_violation=f"{rec['max_violation']:.3g}")
+                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+                    self.save_checkpoint()
+        finally:
+            bar.close()
+        if self.logger is not None:
+            self.logger.flush()
+
+    # ------------------------------------------------------------------ logging
+    @torch.no_grad()
+    def log(self) -> dict[str, Any]:
+        """Read the last step's values (syncs), log them, append them to the history."""
+        copt = self.copt
+        assert copt.last is not None and self._last is not None
+        rec = copt.last.to_host()
+        terms = copt.terms
+        names = copt.problem.constraint_names
+        values = dict(zip(names, rec["constraints_true"], strict=True))
+        equality = {n: c.sense == "==" for n, c in copt.problem.constraints.items()}
+        violations = {n: (abs(v) if equality[n] else max(v, 0.0)) for n, v in values.items()}
+        entry: dict[str, Any] = {
+            "step": self.step,
+            "objective_true": rec["objective_true"],
+            "lagrangian": rec["objective_surrogate"],
+            "constraints": values,
+            "violations": violations,
+            "max_violation": max(violations.values(), default=0.0),
+            "multipliers": dict(zip(unique_names(terms.row_names), rec["multipliers"],
+                                    strict=True)),
+            "objective_weight": rec["objective_weight"],
+            "slacks": dict(zip(unique_names(terms.slack_names), rec["slacks"], strict=True)),
+        }
+        # Surrogate bounds on the last batch (the θ-player's view), in eval mode so that
+        # logging draws no random numbers (dropout) and a resumed run logs the same.
+        x, fields = self._last
+        was = self.model.training
+        self.model.eval()
+        scores = self.model(x).reshape(-1).float()
+        self.model.train(was)
+        batch = Batch(scores=scores, **fields)
+        leaf_values = copt.evaluator(batch, update=False)
+        objective = copt.problem.objective
+        entry["objective_surrogate"] = _bound(objective, leaf_values) if objective is not None \
+            else None
+        entry["constraints_surrogate"] = {
+            n: _bound(c.expression, leaf_values) for n, c in copt.problem.constraints.items()}
+        entry["groups"] = group_rates(fields["labels"], fields["groups"][self.protected],
+                                      self.train.group_names[self.protected], self.protected,
+                                      (scores > 0).double())
+        entry["likely_infeasible"] = copt.likely_infeasible()
+        copt.evaluator.check_finite()
+        self.history.append(entry)
+        if self.logger is not None:
+            self.logger.scalars(self.step, _tags(entry, equality))
+        return entry
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The loop's whole state (model, game, sampler, snapshots, history, RNG)."""
+        return {
+            "format": ENGINE_FORMAT,
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "game": self.copt.state_dict(),
+            "sampler": self.sampler.state_dict() if self.sampler is not None else None,
+            "snapshots": self.snapshots.state_dict(),
+            "history": self.history,
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available()
+                    else []},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the game checks that the problem matches)."""
+        if state.get("format") != ENGINE_FORMAT:
+            raise ValueError(f"unknown checkpoint format {state.get('format')!r}")
+        self.model.load_state_dict(state["model"])
+        self.copt.load_state_dict(state["game"])  # each player moves its tensors itself
+        if self.sampler is not None:
+            if state["sampler"] is None:
+                raise ValueError("the checkpoint was trained full-batch, this run uses "
+                                 "minibatches")
+            self.sampler.load_state_dict(state["sampler"])
+        elif state["sampler"] is not None:
+            raise ValueError("the checkpoint was trained on minibatches, this run full-batch")
+        self.snapshots.load_state_dict(state["snapshots"])
+        self.history = list(state["history"])
+        self.step = int(state["step"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+
+    def save_checkpoint(self) -> Path | None:
+        """Write ``checkpoint.pt`` in the run directory atomically."""
+        if self.run_dir is None:
+            return None
+        state = {"engine": self.state_dict()}
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(state)
+        path = self.run_dir / CHECKPOINT_NAME
+        save_atomic(state, path)
+        return path
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Names made unique by a ``#k`` suffix on repeats (so that no value is lost in a dict).
+
+    Example:
+        >>> unique_names(["a", "b", "a"])
+        ['a', 'b', 'a#2']
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
+    return out
+
+
+def _bound(expression, leaf_values) -> float | None:
+    """The surrogate upper bound of an expression (None where none exists, e.g. KLD)."""
+    try:
+        return float(expression.evaluate(leaf_values, "upper"))
+    except ValueError:
+        return None
+
+
+def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {
+        "objective/true": entry["objective_true"],
+        "objective/surrogate": entry["objective_surrogate"],
+        "objective/lagrangian": entry["lagrangian"],
+        "constraint/max_violation": entry["max_violation"],
+        "multiplier/objective_weight": entry["objective_weight"],
+        "game/likely_infeasible": float(entry["likely_infeasible"]),
+    }
+    for name, v in entry["constraints"].items():
+        out[f"constraint/{name}/value"] = v
+        out[f"constraint/{name}/violation"] = entry["violations"][name]
+        s = entry["constraints_surrogate"][name]
+        out[f"constraint/{name}/surrogate_value"] = s
+        out[f"constraint/{name}/surrogate_violation"] = None if s is None else (
+            abs(s) if equality[name] else max(s, 0.0))
+    for row, lam in entry["multipliers"].items():
+        out[f"multiplier/{row}"] = lam
+    for name, v in entry["slacks"].items():
+        out[f"slack/{name}"] = v
+    for key, rates in entry["groups"].items():
+        for rate, v in rates.items():
+            if rate != "count":
+                out[f"groups/{key}/{rate}"] = v
+    return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
+            for k, v in out.items()}

@@ -1,0 +1,69 @@
+"""Writing a finished run's outputs: results.json, report.md, dynamics.png, the solution
+files and the TensorBoard hparams.
+
+Example:
+    >>> flatten({"a": {"b": 1, "c": None}, "d": [1, 2]})
+    {'a.b': 1, 'a.c': 'null', 'd': '[1, 2]'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fairgames.game import ConstrainedOptimizer
+from fairgames.game.solutions import save_solution
+
+from .config import TrainerConfig
+from .engine import Engine, unique_names
+from .evaluation import max_violation
+from .logger import RunLogger
+from .report import SPLITS, plot_dynamics, render_report, write_json
+
+SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",
+                  "stochastic": "stochastic.pt"}
+
+
+def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[str, Any],
+                   engine: Engine, solutions: Mapping[str, torch.nn.Module],
+                   model_config: dict[str, Any] | None,
+                   copt: ConstrainedOptimizer, logger: RunLogger, trainer: TrainerConfig
+                   ) -> None:
+    """Write every output of a finished run into ``run_dir``."""
+    write_json(results, run_dir / "results.json")
+    (run_dir / "report.md").write_text(render_report(results, statements))
+    if trainer.plots and engine.history:
+        rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
+                                  strict=True) if k == "constraint"]
+        plot_dynamics(engine.history, run_dir / "dynamics.png", rows)
+    for name, solution in solutions.items():
+        save_solution(run_dir / SOLUTION_FILES[name], solution,
+                      metadata={"solution": name, "model": model_config,
+                                "problem": statements.get("name"),
+                                "steps": results["training"]["steps"]})
+    hparams = flatten(results["config"])
+    metrics = {}
+    for sol, per_split in results["solutions"].items():
+        for split in SPLITS:
+            m = per_split[split]
+            metrics[f"final/{sol}/{split}/objective"] = m["objective"]
+            metrics[f"final/{sol}/{split}/error"] = m["error"]
+            metrics[f"final/{sol}/{split}/max_violation"] = max_violation(m)
+    logger.scalars(engine.step, metrics)
+    logger.hparams(hparams, metrics)
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, list):
+            out[key] = str(v)
+        else:
+            out[key] = "null" if v is None else v
+    return out

@@ -1,0 +1,212 @@
+"""A run's outputs: ``results.json`` (checked against the shipped JSON Schema), ``report.md``
+(tables a person can read) and ``dynamics.png`` (objective, violations and multipliers over
+the logged steps).
+
+``results.json`` is shaped ``{schema_version, config, env, solutions: {final | best_iterate |
+stochastic: {train | validation | test: {objective, error, constraints: {name: {value,
+violation}}, groups: {"sex=Female": {rate: value}}}}}, training: {steps, multipliers, slacks,
+likely_infeasible, ...}}``; ``fairgames/train/results.schema.json`` is its schema.
+
+Example:
+    >>> schema = load_schema()
+    >>> schema["required"]
+    ['schema_version', 'config', 'env', 'solutions', 'training']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SCHEMA_VERSION = 1
+SOLUTIONS = ("final", "best_iterate", "stochastic")
+SPLITS = ("train", "validation", "test")
+TABLE_RATES = ("share", "base_rate", "positive_rate", "tpr", "fpr", "error", "precision",
+               "fmeasure", "kld")
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of ``results.json`` shipped with the package."""
+    text = resources.files("fairgames.train").joinpath("results.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate_results(results: Mapping[str, Any]) -> None:
+    """Check ``results`` against the schema (``jsonschema.ValidationError`` if it fails)."""
+    import jsonschema
+
+    jsonschema.validate(results, load_schema())
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Versions, device, threads, git commit and time of a run."""
+    try:
+        from importlib.metadata import version
+
+        fg = version("fairgames")
+    except Exception:  # pragma: no cover - not installed (a source checkout)
+        fg = "unknown"
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fairgames": fg,
+        "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+        "threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "git": _git_commit(),
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def clean_numbers(obj: Any) -> Any:
+    """NaN / inf → ``None`` (JSON has no NaN), recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): clean_numbers(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean_numbers(v) for v in obj]
+    return obj
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """Write ``obj`` as indented JSON atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- report.md
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+    return str(v)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> str:
+    """``report.md``: the problem, a summary per solution and split, constraints, per-group
+    rates on the test split, and the game's final state."""
+    cfg = results["config"]
+    tr = results["training"]
+    sol = results["solutions"]
+    out = [f"# fairgames run: {statements.get('name', 'problem')} on "
+           f"{cfg.get('data', {}).get('name', 'data')}", ""]
+    if statements.get("description"):
+        out += [statements["description"], ""]
+    out += ["## Problem", "", f"- objective (minimised): `{statements['objective']}`"]
+    for name, text in statements.get("constraints", {}).items():
+        out.append(f"- constraint `{name}`: `{text}`")
+    if statements.get("tolerance") is not None:
+        out.append(f"- tolerance: {statements['tolerance']} ({statements.get('tolerance_kind')})")
+    for k, v in (statements.get("values") or {}).items():
+        out.append(f"- `{k}` = {_fmt(v)}")
+    out += [f"- protected attribute: `{cfg.get('data', {}).get('protected')}`",
+            f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
+    out += ["## Summary", "", "Constraint values are `g` in `g <= 0`: positive means violated.",
+            ""]
+    rows = []
+    for s in SOLUTIONS:
+        for split in SPLITS:
+            m = sol[s][split]
+            viol = max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
+            rows.append([s, split, m["objective"], m["error"], viol])
+    out += [_table(["solution", "split", "objective", "error", "max violation"], rows), ""]
+    names = list(sol["final"]["test"]["constraints"])
+    if names:
+        out += ["## Constraints (test split)", ""]
+        rows = [[n] + [sol[s]["test"]["constraints"][n]["value"] for s in SOLUTIONS]
+                for n in names]
+        out += [_table(["constraint", *SOLUTIONS], rows), ""]
+    for s in SOLUTIONS:
+        groups = sol[s]["test"]["groups"]
+        out += [f"## Per-group rates: {s}, test split", ""]
+        rows = [[g] + [rates.get(r) for r in TABLE_RATES] for g, rates in groups.items()]
+        out += [_table(["group", *TABLE_RATES], rows), ""]
+    out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
+    if "best_iterate" in tr:
+        out.append(f"- best iterate: step {tr['best_iterate']['step']} (chosen on "
+                   f"{tr['best_iterate']['split']})")
+    if "stochastic" in tr:
+        out.append(f"- stochastic model: {tr['stochastic']['kind']} mixture of "
+                   f"{len(tr['stochastic']['steps'])} snapshots")
+    if tr["multipliers"]:
+        out += ["", _table(["multiplier row", "λ"], list(tr["multipliers"].items()))]
+    out.append("")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- dynamics.png
+def plot_dynamics(history: Sequence[Mapping[str, Any]], path: Path,
+                  constraint_rows: Sequence[str] | None = None, max_lines: int = 12) -> None:
+    """Objective, constraint values and multipliers over the logged steps (matplotlib Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    ax = axes[0]
+    ax.plot(steps, [h["objective_true"] for h in history], label="true")
+    sur = [h.get("objective_surrogate") for h in history]
+    if any(v is not None for v in sur):
+        ax.plot(steps, [math.nan if v is None else v for v in sur], label="surrogate", ls="--")
+    ax.set_title("objective")
+    ax.set_xlabel("step")
+    ax.legend(fontsize="small")
+    ax = axes[1]
+    names = list(history[0]["constraints"]) if history else []
+    for n in names[:max_lines]:
+        ax.plot(steps, [h["constraints"][n] for h in history], label=n)
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set_title("constraint values g (violated when > 0)")
+    ax.set_xlabel("step")
+    if names:
+        ax.legend(fontsize="small")
+    ax = axes[2]
+    rows = list(history[0]["multipliers"]) if history else []
+    if constraint_rows is not None:
+        rows = [r for r in rows if r in set(constraint_rows)] or rows
+    for r in rows[:max_lines]:
+        ax.plot(steps, [h["multipliers"][r] for h in history], label=r)
+    ax.plot(steps, [h["objective_weight"] for h in history], label="objective weight ω",
+            color="k", ls=":")
+    ax.set_title("multipliers λ")
+    ax.set_xlabel("step")
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,427 @@
+"""A whole run: data, problem, model, game, training, evaluation and outputs.
+
+Two entry points share one implementation:
+
+* :func:`run` takes a composed config (``scripts/train.py``, or Hydra's compose API);
+* :func:`fit` takes YOUR ``nn.Module`` (any module mapping ``[B, D]`` features to ``[B]``
+  scores), a problem (a :class:`~fairgames.problems.ProblemSpec`, a catalog name, or a ready
+  :class:`~fairgames.game.Problem`) and data splits.
+
+What a run does, in order: loads the splits onto the device; trains the helper models the
+problem needs (an unconstrained model for ``unconstrained_error``-style names, paper 000
+Table 3; a churn baseline, unless loaded from ``problem.baseline_path``); compiles the problem;
+plays the game with the :class:`~fairgames.train.engine.Engine`; evaluates the final model,
+the best iterate and the stochastic model (the mixture of snapshots) on train, validation and
+test; writes ``results.json`` (validated against the shipped schema), ``report.md``,
+``dynamics.png``, the three solutions (``final.pt``, ``best_iterate.pt``, ``stochastic.pt``,
+:func:`fairgames.game.solutions.save_solution` files) and TensorBoard hparams.
+
+Example:
+    >>> import torch
+    >>> from fairgames.data import make_synthetic
+    >>> splits = make_synthetic(n=600, d=4, seed=0)
+    >>> result = fit(torch.nn.Linear(4, 1), "equal_opportunity", splits, protected="group",
+    ...              trainer={"steps": 30, "log_every": 10, "snapshot_every": 5})
+    >>> sorted(result.results["solutions"])
+    ['best_iterate', 'final', 'stochastic']
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from fairgames.data import DatasetSplits
+from fairgames.game import BestResponsePlayer, ConstrainedOptimizer, Problem, get_preset
+from fairgames.models import build_model
+from fairgames.problems import ProblemSpec, load_problem
+from fairgames.rates import error_rate
+
+from .checkpoint import find_checkpoint, load_checkpoint
+from .config import (
+    AlgorithmConfig,
+    ConfigError,
+    OptimizerConfig,
+    TrainConfig,
+    TrainerConfig,
+    validate,
+)
+from .data import load_splits, predict_scores
+from .engine import Engine, unique_names
+from .evaluation import SolutionEvaluator
+from .helpers import (
+    ModelFactory,
+    OptimizerFactory,
+    load_baseline,
+    model_options,
+    train_unconstrained,
+    unconstrained_values,
+)
+from .logger import RunLogger
+from .outputs import write_outputs
+from .report import (
+    SCHEMA_VERSION,
+    clean_numbers,
+    environment,
+    validate_results,
+)
+from .solutions import evaluate_solutions
+
+# Keys a resumed run may change without invalidating its checkpoint.
+RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
+               "trainer.epochs", "trainer.plots", "trainer.tensorboard", "run_dir"}
+
+
+@dataclass
+class RunResult:
+    """What a run returns.
+
+    Attributes:
+        run_dir: where the outputs are (``None`` when nothing was written).
+        results: the ``results.json`` content, or ``None`` if the run stopped early.
+        model: the final model (``extras["solutions"]`` holds all three solutions:
+            ``final``, ``best_iterate`` and the ``stochastic``
+            :class:`~fairgames.game.solutions.StochasticModel`).
+        engine: the training loop (history, snapshots, game).
+        stopped: the run ended at ``trainer.stop_after`` before finishing.
+    """
+
+    run_dir: Path | None
+    results: dict[str, Any] | None
+    model: torch.nn.Module
+    engine: Engine
+    stopped: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- config entry
+def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
+    """Run from a composed config (``configs/train.yaml``).
+
+    ``run_dir`` (else ``cfg.run_dir``; a resume path that is a directory wins) is where the
+    outputs go.
+
+    Raises:
+        ConfigError: bad values (all listed), unknown data keys, a problem that does not
+            compile (with the offending token underlined).
+    """
+    validate(cfg)
+    t = cfg.trainer
+    directory = run_dir if run_dir is not None else cfg.run_dir
+    if isinstance(t.resume, str) and Path(t.resume).is_dir():
+        directory = t.resume
+    directory = Path(directory) if directory is not None else None
+    device = resolve_device(t.device)
+    splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), cfg.seed)
+    input_dim = splits.train.num_features
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    seed = int(cfg.seed)
+
+    def model_factory() -> torch.nn.Module:
+        torch.manual_seed(seed)
+        return build_model(**model_options(model_cfg), input_dim=input_dim)
+
+    opt_cfg = OptimizerConfig(**OmegaConf.to_container(cfg.optimizer, resolve=True))
+    problem_cfg = OmegaConf.to_container(cfg.problem, resolve=True)
+    spec = _spec_from_config(problem_cfg)
+    return _execute(
+        model_factory=model_factory, optimizer_factory=optimizer_factory(opt_cfg),
+        spec=spec, splits=splits, protected=str(cfg.data.protected),
+        algorithm=AlgorithmConfig(**OmegaConf.to_container(cfg.algorithm, resolve=True)),
+        trainer=TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True)),
+        seed=seed, run_dir=directory, device=device,
+        config=OmegaConf.to_container(cfg, resolve=True),
+        grad_clip=opt_cfg.grad_clip, model_config={"input_dim": input_dim, **model_cfg},
+        baseline_path=problem_cfg.get("baseline_path"),
+        baseline_fraction=float(problem_cfg.get("baseline_fraction", 0.25)))
+
+
+# --------------------------------------------------------------------------- python entry
+def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: DatasetSplits, *,
+        protected: str, optimizer: torch.optim.Optimizer | None = None,
+        algorithm: str | Mapping[str, Any] | AlgorithmConfig = "proxy_lagrangian",
+        trainer: Mapping[str, Any] | TrainerConfig | None = None, seed: int = 0,
+        run_dir: str | Path | None = None, tolerance: float | None = None,
+        baseline_scores: Mapping[str, torch.Tensor] | None = None) -> RunResult:
+    """Train your own ``model`` on a problem with the engine (logging, snapshots, solutions).
+
+    Args:
+        model: any ``nn.Module`` from features ``[B, D]`` to scores ``[B]`` (or ``[B, 1]``).
+        problem: a :class:`ProblemSpec`, the name of a catalog problem
+            (``configs/problem/<name>.yaml``), or a :class:`fairgames.game.Problem`.
+        splits: train / validation / test data (moved to the model's device).
+        protected: the attribute defining the groups.
+        optimizer: the model's torch optimizer (default Adam, lr 0.01).
+        algorithm: a preset name or :class:`AlgorithmConfig` fields.
+        trainer: :class:`TrainerConfig` fields (steps, batch_size, ...).
+        seed: seed of the minibatch order and of helper models.
+        run_dir: write outputs (results.json, report.md, TensorBoard, checkpoints) here.
+        tolerance: overrides the problem's ``tolerance``.
+        baseline_scores: ``{split: [N] scores}`` of a churn baseline (else trained).
+    """
+    if isinstance(algorithm, str):
+        algorithm = AlgorithmConfig(name=algorithm)
+    elif isinstance(algorithm, Mapping):
+        algorithm = AlgorithmConfig(**algorithm)
+    if trainer is None:
+        trainer = TrainerConfig()
+    elif isinstance(trainer, Mapping):
+        trainer = TrainerConfig(**{"progress": False, "checkpoint_every": 0, **trainer})
+    config = {"algorithm": asdict(algorithm), "trainer": asdict(trainer), "seed": seed}
+    structured = OmegaConf.structured(TrainConfig(
+        data={"name": "custom", "protected": protected}, algorithm=algorithm, trainer=trainer,
+        seed=seed))
+    structured.problem.name = "custom"
+    structured.problem.objective = "error()"
+    validate(structured)
+    device = next(model.parameters()).device
+    if isinstance(problem, str):
+        problem = load_problem(problem)
+    if isinstance(problem, ProblemSpec) and tolerance is not None:
+        problem = dataclasses.replace(problem, tolerance=tolerance)
+    initial = copy.deepcopy(model)
+    if optimizer is None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    opt_cls, opt_defaults = type(optimizer), dict(optimizer.defaults)
+    first = [True]
+
+    def model_factory() -> torch.nn.Module:
+        if first[0]:
+            first[0] = False
+            return model
+        return copy.deepcopy(initial)
+
+    def opt_factory(params: Any) -> torch.optim.Optimizer:
+        params = list(params)
+        own = list(model.parameters())
+        if len(params) == len(own) and all(a is b for a, b in zip(params, own, strict=True)):
+            return optimizer  # type: ignore[return-value]
+        return opt_cls(params, **opt_defaults)
+
+    config["problem"] = (asdict(problem) if isinstance(problem, ProblemSpec)
+                         else {"name": "custom", "objective": str(problem.objective)})
+    config["data"] = {"name": splits.metadata.get("name", "custom"), "protected": protected}
+    return _execute(
+        model_factory=model_factory, optimizer_factory=opt_factory, spec=problem,
+        splits=splits, protected=protected, algorithm=algorithm, trainer=trainer, seed=seed,
+        run_dir=Path(run_dir) if run_dir is not None else None, device=device,
+        config=clean_numbers(config), grad_clip=None, model_config=None,
+        baseline_path=None, baseline_fraction=0.25, baseline_scores=baseline_scores,
+        main_model_first=True)
+
+
+# --------------------------------------------------------------------------- helpers
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when available, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
+    """A function ``params -> torch optimizer`` for an optimizer config."""
+    def make(params: Any) -> torch.optim.Optimizer:
+        if cfg.name == "sgd":
+            return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                                   weight_decay=cfg.weight_decay)
+        if cfg.name == "adam":
+            return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if cfg.name == "adamw":
+            return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if cfg.name == "adagrad":
+            return torch.optim.Adagrad(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        raise ConfigError(f"optimizer.name={cfg.name!r}: unknown optimizer")
+    return make
+
+
+def _spec_from_config(problem_cfg: Mapping[str, Any]) -> ProblemSpec:
+    keep = {f.name for f in fields(ProblemSpec)}
+    return ProblemSpec(**{k: v for k, v in problem_cfg.items() if k in keep})
+
+
+def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
+    if trainer.epochs is None:
+        return int(trainer.steps)  # type: ignore[arg-type]
+    per_epoch = 1 if trainer.batch_size is None else math.ceil(n_train / trainer.batch_size)
+    return max(1, math.ceil(trainer.epochs * per_epoch))
+
+
+def _diff_config(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += _diff_config(a, b, path + ".")
+        elif a != b and path not in RESUME_FREE:
+            out.append(f"{path}: {a!r} -> {b!r}")
+    return out
+
+
+# --------------------------------------------------------------------------- the run
+def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory,
+             spec: ProblemSpec | Problem, splits: DatasetSplits, protected: str,
+             algorithm: AlgorithmConfig, trainer: TrainerConfig, seed: int,
+             run_dir: Path | None, device: torch.device, config: dict[str, Any],
+             grad_clip: float | None, model_config: dict[str, Any] | None,
+             baseline_path: str | None, baseline_fraction: float,
+             baseline_scores: Mapping[str, torch.Tensor] | None = None,
+             main_model_first: bool = False) -> RunResult:
+    started = time.perf_counter()
+    splits = splits.to(device)
+    train = splits.train
+    if protected not in train.groups:
+        raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
+    steps = _total_steps(trainer, len(train))
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = find_checkpoint(trainer.resume, run_dir)
+    ckpt = load_checkpoint(ckpt_path) if ckpt_path is not None else None
+    if ckpt is not None:
+        diffs = _diff_config(ckpt["run"]["config"], config)
+        if diffs:
+            raise ConfigError("trainer.resume: the checkpoint was written with another config:"
+                              "\n  " + "\n  ".join(diffs))
+    extras: dict[str, Any] = {}
+    main_model = model_factory() if main_model_first else None
+
+    # ---- helper models: unconstrained metrics, churn baseline
+    values: dict[str, float] = {}
+    unconstrained: dict[str, Any] | None = None
+    baselines: dict[str, torch.Tensor] | None = None
+    baseline_info: dict[str, Any] | None = None
+    if isinstance(spec, ProblemSpec):
+        metrics = spec.unconstrained_metrics()
+        if metrics:
+            if ckpt is not None:
+                values = dict(ckpt["run"]["unconstrained"])
+            else:
+                unc = train_unconstrained(model_factory, optimizer_factory, train, protected,
+                                    trainer, seed, steps)
+                scores = predict_scores(unc, train.features, trainer.eval_chunk)
+                values = unconstrained_values(metrics, train, protected, scores)
+            unconstrained = {"steps": steps, "split": "train", "values": values}
+        if spec.needs_baseline() and baseline_scores is None:
+            if baseline_path is not None:
+                base_model = load_baseline(baseline_path, device)
+                baseline_info = {"source": str(baseline_path)}
+            else:
+                n_base = max(1, math.ceil(baseline_fraction * len(train)))
+                baseline_info = {"source": "trained", "fraction": baseline_fraction,
+                                 "rows": n_base, "steps": steps}
+                if ckpt is not None:   # the resumed run reuses the killed run's baseline
+                    base_model = model_factory().to(device)
+                    base_model.load_state_dict(ckpt["run"]["baseline_state"])
+                else:
+                    # An older model that saw less data: a seeded share of the training rows.
+                    g = torch.Generator().manual_seed(seed + 7919)
+                    rows = torch.randperm(len(train), generator=g)[:n_base]
+                    base_model = train_unconstrained(model_factory, optimizer_factory,
+                                               train.subset(rows), protected, trainer, seed,
+                                               steps)
+            extras["baseline_model"] = base_model
+            baselines = {name: predict_scores(base_model, ds.features, trainer.eval_chunk)
+                         for name, ds in splits.items()}
+    if baseline_scores is not None:
+        baselines = {k: v.to(device) for k, v in baseline_scores.items()}
+        baseline_info = {"source": "given"}
+
+    # ---- the problem
+    if isinstance(spec, ProblemSpec):
+        built = spec.build(protected, train.group_names, values,
+                           train.group_counts(protected))
+        objective, constraints = built.objective, built.constraints
+        problem = Problem(objective, constraints, surrogate=algorithm.surrogate,
+                          ratio_floor=algorithm.ratio_floor)
+        statements = {"name": spec.name, "description": spec.description,
+                      "objective": spec.objective, "constraints": dict(spec.statements()),
+                      "tolerance": spec.tolerance, "tolerance_kind": spec.tolerance_kind,
+                      "values": {k: v for k, v in built.variables.items()
+                                 if k not in spec.variables}}
+    else:
+        problem = spec
+        objective = problem.objective if problem.objective is not None else error_rate()
+        constraints = list(problem.constraints.values())
+        statements = {"name": "custom", "objective": str(objective),
+                      "constraints": {n: str(c) for n, c in problem.constraints.items()}}
+
+    # ---- model and game
+    model = main_model if main_model is not None else model_factory()
+    model = model.to(device)
+    opt = optimizer_factory(model.parameters())
+    preset = get_preset(algorithm.name)
+    theta = (BestResponsePlayer(steps=algorithm.theta_steps)
+             if preset.theta == "best_response" else None)
+    copt = ConstrainedOptimizer(
+        problem, opt, preset=preset, multipliers=algorithm.multipliers,
+        multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
+        slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
+    logger = RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
+                       purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
+    base_state = extras["baseline_model"].state_dict() if "baseline_model" in extras else None
+
+    def add_run_state(state: dict[str, Any]) -> None:
+        state["run"] = {"config": config, "unconstrained": values,
+                        "baseline_state": base_state}
+
+    engine = Engine(
+        model, copt, train, protected=protected, steps=steps,
+        batch_size=trainer.batch_size, balanced_batches=trainer.balanced_batches, seed=seed,
+        baseline_scores=baselines["train"] if baselines else None,
+        log_every=trainer.log_every, snapshot_every=trainer.snapshot_every,
+        max_snapshots=trainer.max_snapshots, snapshot_strategy=trainer.snapshot_strategy,
+        checkpoint_every=trainer.checkpoint_every,
+        grad_clip=grad_clip, run_dir=run_dir, logger=logger, progress=trainer.progress,
+        on_checkpoint=add_run_state)
+    if ckpt is not None:
+        engine.load_state_dict(ckpt["engine"])
+    try:
+        engine.run(stop_after=trainer.stop_after)
+        if engine.step < steps:
+            return RunResult(run_dir, None, model, engine, stopped=True, extras=extras)
+        if trainer.checkpoint_every:
+            engine.save_checkpoint()
+
+        # ---- solutions
+        evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
+        results, choice, solutions = evaluate_solutions(engine, evaluator, splits, baselines,
+                                                        trainer)
+        extras["solutions"] = solutions
+        training = {
+            "steps": engine.step,
+            "preset": copt.preset.name,
+            "multipliers": dict(zip(unique_names(copt.terms.row_names),
+                                    copt.weights()[1].tolist(), strict=True)),
+            "objective_weight": float(copt.weights()[0]),
+            "slacks": (dict(zip(unique_names(copt.terms.slack_names),
+                                copt.last.slacks.tolist(), strict=True))
+                       if copt.last is not None else {}),
+            "likely_infeasible": bool(copt.likely_infeasible()),
+            "seconds": time.perf_counter() - started,
+            "snapshots": {"steps": list(engine.snapshots.steps)},
+            **choice,
+            "unconstrained": unconstrained,
+            "baseline": baseline_info,
+            "problem": {"constraints": list(problem.constraint_names),
+                        "multiplier_rows": unique_names(copt.terms.row_names),
+                        "slacks": unique_names(copt.terms.slack_names)},
+        }
+        out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,
+                             "env": environment(device), "solutions": results,
+                             "training": training})
+        validate_results(out)
+        if run_dir is not None:
+            write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,
+                          logger, trainer)
+        return RunResult(run_dir, out, model, engine, extras=extras)
+    finally:
+        logger.close()

@@ -1,0 +1,101 @@
+"""The three solutions of a run: the final model, the best iterate and the stochastic model.
+
+The snapshots kept during training are the candidates. Each is evaluated with true rates on
+the selection split; the best iterate is :func:`fairgames.game.solutions.best_iterate`'s
+choice (the feasible candidate with the lowest objective, else Cotter et al.'s rank
+heuristic) and the stochastic model is their uniform mixture (paper 000's output) or the LP
+mixture of at most m + 1 of them (:func:`~fairgames.game.solutions.shrink_lp`). All three are
+then evaluated on every split.
+
+Example:
+    >>> constraint_rows({"constraints": {"a": {"value": 0.1}, "b": {"value": -0.2}}},
+    ...                 ["<=", "=="])
+    [0.1, -0.2, 0.2]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from fairgames.data import DatasetSplits, TabularDataset
+from fairgames.game.solutions import best_iterate, shrink_lp
+
+from .config import TrainerConfig
+from .data import predict_scores
+from .engine import Engine
+from .evaluation import SolutionEvaluator
+
+
+def constraint_rows(metrics: Mapping[str, Any], senses: list[str]) -> list[float]:
+    """``g ≤ 0`` rows of a solution's constraints (an equality gives ``g`` and ``−g``)."""
+    rows: list[float] = []
+    for c, sense in zip(metrics["constraints"].values(), senses, strict=True):
+        v = c["value"] if c["value"] is not None else math.inf
+        rows += [v] if sense == "<=" else [v, -v]
+    return rows
+
+
+def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: DatasetSplits,
+               baselines: Mapping[str, torch.Tensor] | None, trainer: TrainerConfig
+               ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Evaluate the final model, the best iterate and the stochastic model on every split."""
+    model = engine.model
+    recorder = engine.snapshots
+    if len(recorder) == 0:      # fewer steps than snapshot_every: the final model is the one
+        recorder.offer()
+    mixture = recorder.to_stochastic_model(template=model)
+    steps = list(mixture.steps or [])
+    chunk = trainer.eval_chunk
+
+    @torch.no_grad()
+    def member_scores(ds: TabularDataset) -> torch.Tensor:
+        return torch.cat([mixture.scores(ds.features[i:i + chunk]).float()
+                          for i in range(0, len(ds), chunk)], dim=1)
+
+    scores = {name: member_scores(ds) for name, ds in splits.items()}
+    final = {name: predict_scores(model, ds.features, chunk) for name, ds in splits.items()}
+
+    def base(name: str) -> torch.Tensor | None:
+        return baselines[name] if baselines else None
+
+    # Candidates are compared on the selection split (paper 000 [code]: validation).
+    split = trainer.selection_split
+    ds = dict(splits.items())[split]
+    senses = [c.sense for c in evaluator.constraints]
+    objectives, rows = [], []
+    for r in range(len(mixture)):
+        m = evaluator.evaluate(ds, scores[split][r], baseline_scores=base(split))
+        objectives.append(m["objective"] if m["objective"] is not None else math.inf)
+        rows.append(constraint_rows(m, senses))
+    best = best_iterate(objectives, rows)
+    if trainer.stochastic == "shrunk" and rows and rows[0]:
+        weights = torch.as_tensor(shrink_lp(objectives, rows), dtype=torch.float64)
+    else:
+        weights = mixture.weights.detach().cpu()
+    stochastic = mixture if trainer.stochastic == "uniform" else mixture.subset(weights)
+    q = weights.to(device=model_device(model), dtype=torch.float32)
+    results: dict[str, Any] = {"final": {}, "best_iterate": {}, "stochastic": {}}
+    for name, split_ds in splits.items():
+        results["final"][name] = evaluator.evaluate(split_ds, final[name],
+                                                    baseline_scores=base(name))
+        results["best_iterate"][name] = evaluator.evaluate(split_ds, scores[name][best],
+                                                           baseline_scores=base(name))
+        results["stochastic"][name] = evaluator.evaluate(split_ds, scores[name],
+                                                         mixture_weights=q,
+                                                         baseline_scores=base(name))
+    kept = [i for i, w in enumerate(weights.tolist()) if w > 0]
+    choice = {"best_iterate": {"step": steps[best], "split": split},
+              "stochastic": {"kind": trainer.stochastic, "steps": [steps[i] for i in kept],
+                             "weights": [float(weights[i]) for i in kept]}}
+    solutions = {"final": model, "best_iterate": mixture.member(best), "stochastic": stochastic}
+    return results, choice, solutions
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")

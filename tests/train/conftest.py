@@ -1,0 +1,58 @@
+"""Fixtures of the training tests: Hydra's compose API over ``configs/`` and cached runs.
+
+Runs shared by several tests are session-scoped so that each is trained once. Helpers are
+handed out through fixtures (pytest imports test modules in importlib mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+import fairgames.train.config  # noqa: F401  (registers the schema)
+from fairgames.train import RunResult, run
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+# Small, quick synthetic runs: the unconstrained model violates equal opportunity by ~0.2.
+FAST = ["data=synthetic", "data.n=3000", "data.group_shift=1.5", "trainer=smoke",
+        "trainer.steps=300", "trainer.log_every=25", "trainer.snapshot_every=10",
+        "optimizer.lr=0.05"]
+
+
+def _compose(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.fixture(scope="session")
+def compose_cfg() -> Callable[..., DictConfig]:
+    """``compose_cfg(*overrides)`` → the composed ``configs/train.yaml``."""
+    return _compose
+
+
+@pytest.fixture(scope="session")
+def train_run(tmp_path_factory) -> Callable[..., RunResult]:
+    """``train_run(name, *overrides, run_dir=None)`` → a run on the FAST settings (in a fresh
+    directory unless ``run_dir`` is given)."""
+    def go(name: str, *overrides: str, fast: bool = True, run_dir: Path | None = None
+           ) -> RunResult:
+        cfg = _compose(*(FAST if fast else []), *overrides)
+        return run(cfg, run_dir=run_dir if run_dir is not None
+                   else tmp_path_factory.mktemp(name))
+    return go
+
+
+@pytest.fixture(scope="session")
+def eo_run(train_run) -> RunResult:
+    """Equal opportunity on synthetic data, every output on (TensorBoard, plots)."""
+    return train_run("eo", "problem=equal_opportunity", "trainer.plots=true",
+                     "trainer.selection_split=train", "trainer.stochastic=shrunk")
+
+
+@pytest.fixture(scope="session")
+def unconstrained_run(train_run) -> RunResult:
+    return train_run("unc", "problem=error")

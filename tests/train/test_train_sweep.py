@@ -1,0 +1,63 @@
+"""The command line: a multirun sweep over tolerances and seeds, the frontier script on it, and
+config errors that exit with a clear message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_multirun_sweep_and_frontier(tmp_path):
+    sweep = tmp_path / "sweep"
+    out = _script("scripts/train.py", "-m", "data=synthetic", "data.n=1500", "trainer=smoke",
+                  "trainer.steps=30", "problem.tolerance=0.02,0.1", "seed=0,1",
+                  f"hydra.sweep.dir={sweep}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = sorted(sweep.rglob("results.json"))
+    assert len(results) == 4
+    seen = set()
+    for f in results:
+        res = json.loads(f.read_text())
+        seen.add((res["config"]["problem"]["tolerance"], res["config"]["seed"]))
+        assert (f.parent / ".hydra" / "config.yaml").is_file()   # Hydra's record of the config
+    assert seen == {(0.02, 0), (0.02, 1), (0.1, 0), (0.1, 1)}
+
+    fr = _script("scripts/frontier.py", str(sweep))
+    assert fr.returncode == 0, fr.stderr[-3000:]
+    table = pd.read_csv(sweep / "frontier.csv")
+    assert len(table) == 2 * 3 and set(table["runs"]) == {2}
+    assert (sweep / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    assert (sweep / "frontier.md").read_text().startswith("| problem | data | algorithm |")
+    # The table's means are the plain means of the runs' test errors.
+    for (tol, sol), row in table.set_index(["tolerance", "solution"]).iterrows():
+        errors = [json.loads(f.read_text())["solutions"][sol]["test"]["error"] for f in results
+                  if json.loads(f.read_text())["config"]["problem"]["tolerance"] == tol]
+        assert row["error_mean"] == pytest.approx(sum(errors) / 2)
+        maxima = []
+        for f in results:
+            res = json.loads(f.read_text())
+            if res["config"]["problem"]["tolerance"] == tol:
+                cons = res["solutions"][sol]["test"]["constraints"].values()
+                maxima.append(max(c["value"] for c in cons) + tol)
+        assert row["unfairness_mean"] == pytest.approx(sum(maxima) / 2)
+
+
+def test_scripts_report_errors_clearly(tmp_path):
+    bad = _script("scripts/train.py", "data=synthetic", "trainer.device=gpu",
+                  f"hydra.run.dir={tmp_path / 'bad'}")
+    assert bad.returncode == 2
+    assert "trainer.device='gpu': expected one of ['auto', 'cpu', 'cuda']" in bad.stderr
+    empty = _script("scripts/frontier.py", str(tmp_path))
+    assert empty.returncode == 2 and "no results.json under" in empty.stderr
