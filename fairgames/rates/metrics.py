@@ -141,8 +141,12 @@ def win_loss_ratio(where: Subset | None = None) -> Expression:
 
 # --------------------------------------------------------------------------- ratios
 def precision(where: Subset | None = None) -> Expression:
-    """TP / (TP + FP) = P(y = 1 | ŷ = 1, where), a ratio of rates."""
-    return true_positive_proportion(where) / positive_prediction_rate(where)
+    """TP / (TP + FP) = P(y = 1 | ŷ = 1, where), a ratio of rates.
+
+    Written with TP + FP (not the predicted-positive rate, its equal) so that the ratio is in
+    [0, 1] by structure, which keeps its surrogate bounds in [0, 1] too."""
+    tp = true_positive_proportion(where)
+    return tp / (tp + false_positive_proportion(where))
 
 
 def fbeta(beta: float = 1.0, where: Subset | None = None) -> Expression:

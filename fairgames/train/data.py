@@ -55,8 +55,13 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
                           f"attributes {sorted(splits.train.groups)}")
     for split_name, ds in splits.items():
         if len(ds) == 0:
-            raise ConfigError(f"data set {name!r} has an empty {split_name} split; change its "
-                              "split fractions")
+            if split_name == "validation" and "validation_fraction" in params:
+                hint = ("set data.validation_fraction (e.g. data.validation_fraction=0.2: the "
+                        "share of the non-test rows held out)")
+            else:
+                hint = f"set its split settings ({', '.join(f'data.{k}' for k in accepted)})"
+            raise ConfigError(f"data set {name!r} has an empty {split_name} split "
+                              f"(data: {dict(cfg)}); {hint}")
     return splits
 
 

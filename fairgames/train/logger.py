@@ -9,7 +9,8 @@ Tags (``/`` groups them in TensorBoard):
 * ``multiplier/<row>`` for every multiplier row, ``multiplier/objective_weight``;
 * ``slack/<name>`` for every slack (ξ, a, b);
 * ``groups/<attribute>=<value>/<rate>`` on the training batch;
-* ``game/likely_infeasible``; at the end, hparams and ``final/<solution>/<split>/<metric>``.
+* ``game/likely_infeasible``; at the end, hparams and ``final/<solution>/<split>/<metric>``
+  (all in one event file).
 
 ``<=`` / ``>=`` in names become ``le`` / ``ge``, and other characters outside
 ``[A-Za-z0-9_.\\-/=\\[\\]]`` become ``_``.
@@ -65,7 +66,14 @@ class RunLogger:
         hp = {clean_tag(k): (v if isinstance(v, int | float | str | bool) else str(v))
               for k, v in hparams.items()}
         ms = {clean_tag(k): float(v) for k, v in metrics.items() if v is not None and v == v}
-        self.writer.add_hparams(hp, ms, run_name=".")
+        # SummaryWriter.add_hparams opens a second writer (a second event file, every metric
+        # written again at step 0); the run's own writer carries the hparams summaries, and
+        # the HParams plugin reads the metrics from the scalars the run logs under those tags.
+        from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+        file_writer = self.writer._get_file_writer()
+        for summary in hparams_summaries(hp, ms):
+            file_writer.add_summary(summary)
 
     def flush(self) -> None:
         if self.writer is not None:

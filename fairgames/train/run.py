@@ -361,10 +361,16 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
     preset = get_preset(algorithm.name)
     theta = (BestResponsePlayer(steps=algorithm.theta_steps)
              if preset.theta == "best_response" else None)
-    copt = ConstrainedOptimizer(
-        problem, opt, preset=preset, multipliers=algorithm.multipliers,
-        multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
-        slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
+    try:
+        copt = ConstrainedOptimizer(
+            problem, opt, preset=preset, multipliers=algorithm.multipliers,
+            multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
+            slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
+    except ValueError as e:
+        # The game refuses player choices that cannot play this problem (e.g. SPADE's
+        # surrogate λ-player on KLD, Remark 3): a config error, reported as one.
+        raise ConfigError(f"algorithm={algorithm.name} cannot play problem="
+                          f"{statements['name']}: {e}") from e
     logger = RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
                        purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
     base_state = extras["baseline_model"].state_dict() if "baseline_model" in extras else None

@@ -100,6 +100,10 @@ def test_leaf_and_expression_bounds_hold(rates_data, seed, n, kind, mixture, wei
         upper, lower = float(e.evaluate(v, "upper")), float(e.evaluate(v, "lower"))
         assert upper >= true - TOL, f"upper bound of {e}: {upper} < {true}"
         assert lower <= true + TOL, f"lower bound of {e}: {lower} > {true}"
+    for e in (R.precision(), R.fmeasure(), R.fbeta(2.0, group("h", "a"))):
+        # ratios in [0, 1] by structure keep bounds there, however small a surrogate
+        # denominator gets (not of order 1 / floor)
+        assert 0.0 <= float(e.evaluate(v, "lower")) <= float(e.evaluate(v, "upper")) <= 1.0
 
 
 def test_nonmonotone_psi_has_no_bound():

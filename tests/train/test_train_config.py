@@ -116,3 +116,39 @@ def test_resume_without_checkpoint_is_clear(compose_cfg, tmp_path):
                       f"trainer.resume={tmp_path}")
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         run(cfg)
+
+
+@pytest.mark.parametrize("algorithm, problem, fragment", [
+    ("spade", "kld", "Remark 3"),                   # surrogate λ-player on a non-monotone ψ
+    ("frank_wolfe", "fmeasure_parity", "ratio terms"),   # follow-the-leader has no ratio path
+])
+def test_an_algorithm_that_cannot_play_the_problem_is_a_config_error(compose_cfg, tmp_path,
+                                                                       algorithm, problem,
+                                                                       fragment):
+    cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke",
+                      f"algorithm={algorithm}", f"problem={problem}")
+    with pytest.raises(ConfigError, match=f"algorithm={algorithm} cannot play "
+                                          f"problem={problem}: .*{fragment}"):
+        run(cfg, run_dir=tmp_path)
+
+
+@pytest.mark.parametrize("problem, tolerance, fragment", [
+    ("equal_opportunity", -0.5, "difference of rates and must be >= 0"),
+    ("kld_error", 0.0, "ratio and must be > 0"),
+    ("neyman_pearson", 1.5, r"bounds a rate and must lie in \[0, 1\]"),
+])
+def test_a_tolerance_outside_its_kind_is_refused(compose_cfg, tmp_path, problem, tolerance,
+                                                 fragment):
+    from fairgames.problems import ProblemError
+
+    cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke", f"problem={problem}",
+                      f"problem.tolerance={tolerance}")
+    with pytest.raises(ProblemError, match=fragment):
+        run(cfg, run_dir=tmp_path)
+
+
+def test_an_empty_validation_split_names_the_keys_to_set(compose_cfg):
+    # (The real loaders' case, paper 003's protocol on Adult, is in test_train_real.py.)
+    cfg = compose_cfg("data=synthetic", "data.n=300", "+data.split=[0.8,0.0,0.2]")
+    with pytest.raises(ConfigError, match="empty validation split.*data.split"):
+        load_splits(cfg.data, 0)

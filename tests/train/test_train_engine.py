@@ -126,6 +126,9 @@ def test_tensorboard_has_the_expected_tags(eo_run):
     sur = [e.value for e in ea.Scalars("objective/surrogate")]
     assert all(s >= t - 1e-6 for s, t in zip(sur, true, strict=True))
     assert "_hparams_/session_start_info" in ea.PluginTagToContent("hparams")
+    # One event file: the hparams and final metrics go through the run's own writer.
+    assert len(list(eo_run.run_dir.glob("events.out.tfevents.*"))) == 1
+    assert len(ea.Scalars("final/stochastic/test/error")) == 1
 
 
 def test_every_slack_and_multiplier_is_logged(train_run):

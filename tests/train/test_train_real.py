@@ -56,3 +56,12 @@ def test_default_run_meets_equal_opportunity_on_adult(compose_cfg, tmp_path):
     assert m["error"] == pytest.approx(np.mean(p != y), abs=1e-9)
     assert m["error"] < np.mean(reference != y) + 0.03  # at a small price in accuracy
     assert res["training"]["likely_infeasible"] is False
+
+
+def test_paper_003_protocol_has_no_validation_split_and_says_which_key_adds_one(compose_cfg):
+    from fairgames.train import ConfigError
+
+    with pytest.raises(ConfigError, match="empty validation split.*data.validation_fraction"):
+        load_splits(compose_cfg("data.paper='003'").data, 0)
+    splits = load_splits(compose_cfg("data.paper='003'", "data.validation_fraction=0.2").data, 0)
+    assert len(splits.validation) > 0
