@@ -1,0 +1,67 @@
+"""The reproduction script's pure parts (no training): cell keys, Hydra overrides that
+compose, selection on validation, the table arithmetic. Fast."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def rep():
+    spec = importlib.util.spec_from_file_location("reproduce_000",
+                                                  ROOT / "benchmarks" / "reproduce_000.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cell_keys_are_unique(rep):
+    args = {"datasets": ["compas", "adult"], "splits": 2, "theta_lrs": [0.1, 1.0],
+            "lambda_lrs": [0.1, 1.0], "no_ablation": False, "ablation_splits": 1}
+    unc, rest = rep.build_cells(args)
+    keys = [rep.cell_key(c) for c in unc + rest]
+    assert len(keys) == len(set(keys))
+    assert len(unc) == 2 * 2 * 2
+    assert rep.cell_key({"kind": "kld", "dataset": "law", "split": 1,
+                         "algorithm": "algorithm2", "theta_lr": 0.1,
+                         "lambda_lr": 1.0}) == "kld_law_s1_algorithm2_th0.1_la1"
+
+
+@pytest.mark.parametrize("kind", ["unc", "kld", "f1", "ablation"])
+def test_overrides_compose(rep, kind):
+    from hydra import compose, initialize_config_dir
+
+    import fairgames.train.config  # noqa: F401
+    from fairgames.train import validate
+
+    cell = {"kind": kind, "dataset": "crime", "split": 2, "algorithm": "algorithm2",
+            "theta_lr": 0.1, "lambda_lr": 1.0}
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3))
+    validate(cfg)
+    assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
+    if kind == "kld":
+        assert cfg.problem.variables.unc_error == 0.3
+        assert "unc_error" in cfg.problem.constraints.error_bound
+    if kind == "f1":
+        assert cfg.problem.protected_group == "high"
+
+
+def test_selection_and_arithmetic(rep):
+    def run(obj, g):
+        return {"solutions": {"stochastic": {"validation": {"objective": obj, "c": g}}}}
+    runs = [run(0.1, 0.05), run(0.3, -0.01), run(0.2, 0.0)]
+    best = rep.select(runs, "stochastic", lambda m: m["objective"], lambda m: m["c"])
+    assert best is runs[2]                      # feasible first, then the lowest objective
+    m, se, n = rep.mean_se([1.0, 2.0, 3.0])
+    assert (m, n) == (2.0, 3) and se == pytest.approx(1 / 3 ** 0.5)
+    groups = {"overall": {"fmeasure": 0.6}, "sex=Female": {"fmeasure": 0.5},
+              "sex=Male": {"fmeasure": 0.7}}
+    assert rep.f1_violation(groups, "sex", "Female") == pytest.approx(0.18)
+    assert rep.kld_sum({"overall": {"kld": 0.0}, "a": {"kld": 0.1},
+                        "b": {"kld": 0.2}}) == pytest.approx(0.3)
