@@ -5,4 +5,12 @@ class DataError(ValueError):
     """A data set, attribute, file or argument that the data layer cannot use.
 
     The message says what is wrong and, for a missing file, how to get it.
+
+    Example:
+        >>> from fairgames.data import load
+        >>> try:
+        ...     load("no_such_dataset")
+        ... except DataError as e:
+        ...     print(str(e).split(";")[0])
+        unknown data set 'no_such_dataset'
     """

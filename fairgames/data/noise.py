@@ -69,6 +69,13 @@ class GroupNoiseEstimate:
         p_true: ``[G]``, ``P(G = j)``.
         p_noisy: ``[G]``, ``P(Ĝ = k)``.
         counts: ``[G, G]`` int64, entry ``[j, k]`` = number of rows with ``G = j, Ĝ = k``.
+
+    Example:
+        >>> est = estimate_group_noise(torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 1, 1]))
+        >>> est.counts.tolist(), est.p_noisy.tolist()
+        ([[1, 1], [0, 2]], [0.25, 0.75])
+        >>> est.p_true_given_noisy[:, 1].tolist()   # P(G = j | Ĝ = 1)
+        [0.3333333333333333, 0.6666666666666666]
     """
 
     p_true_given_noisy: torch.Tensor

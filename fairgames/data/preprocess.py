@@ -30,6 +30,14 @@ class Col:
         ``pandas.cut``), one-hot;
         ``percentile_bins``: buckets at the train percentiles ``arg``, one-hot;
         ``thermometer``: one column ``x > e`` per train percentile edge ``e`` in ``arg``.
+
+    Example:
+        >>> Col("age", "quantile", 4)
+        Col(name='age', kind='quantile', arg=4)
+        >>> Col("age", "zscore")
+        Traceback (most recent call last):
+        ...
+        fairgames.data.errors.DataError: unknown column encoding 'zscore'; known: (...)
     """
 
     name: str
@@ -71,6 +79,15 @@ def encode(
 
     Returns:
         ``(matrix [N, D] float32, feature names, per-column fitted parameters)``.
+
+    Example:
+        >>> frame = pd.DataFrame({"age": [20.0, 30.0, 40.0, 50.0], "sex": ["F", "M", "F", "M"]})
+        >>> x, names, fitted = encode(frame, [Col("age", "standardize"), Col("sex", "onehot")],
+        ...                           train_rows=np.arange(3))
+        >>> x.shape, names
+        ((4, 3), ['age', 'sex=F', 'sex=M'])
+        >>> [round(float(v), 3) for v in x[:, 0]]   # mean and std of the first three rows
+        [-1.225, 0.0, 1.225, 2.449]
     """
     blocks: list[np.ndarray] = []
     names: list[str] = []

@@ -87,6 +87,7 @@ class ResolvedFile:
     verified: bool
 
     def as_dict(self) -> dict[str, Any]:
+        """The record as plain JSON-ready values (the path as a string)."""
         return {
             "role": self.role, "path": str(self.path), "origin": self.origin,
             "sha256": self.sha256, "pinned_sha256": self.pinned_sha256,
@@ -103,6 +104,7 @@ class Resolution:
 
     @property
     def paths(self) -> dict[str, Path]:
+        """File role → resolved path."""
         return {role: f.path for role, f in self.files.items()}
 
 

@@ -23,7 +23,18 @@ MODELS = ("linear", "mlp")
 
 def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     """A model by name: ``linear`` (options: ``bias``) or ``mlp`` (``hidden``, ``activation``,
-    ``dropout``). Unknown names and options raise ``ValueError`` naming them."""
+    ``dropout``). Unknown names and options raise ``ValueError`` naming them.
+
+    Example:
+        >>> import torch
+        >>> model = build_model("linear", 4)
+        >>> type(model).__name__, model(torch.ones(2, 4)).shape
+        ('LinearModel', torch.Size([2]))
+        >>> build_model("cnn", 4)
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown model 'cnn'; choose from ['linear', 'mlp']
+    """
     if name == "linear":
         allowed = {"bias"}
         cls: Any = LinearModel

@@ -19,6 +19,12 @@ class LinearModel(nn.Module):
     Args:
         input_dim: number of features ``D``.
         bias: learn an intercept.
+
+    Example:
+        >>> import torch
+        >>> m = LinearModel(3, bias=False)
+        >>> sum(p.numel() for p in m.parameters()), m(torch.ones(2, 3)).tolist()
+        (3, [0.0, 0.0])
     """
 
     def __init__(self, input_dim: int, bias: bool = True) -> None:
@@ -32,4 +38,5 @@ class LinearModel(nn.Module):
             nn.init.zeros_(self.linear.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores ``[B]`` of features ``x`` ``[B, D]``."""
         return self.linear(x).squeeze(-1)

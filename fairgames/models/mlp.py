@@ -25,6 +25,14 @@ class MLP(nn.Module):
         hidden: widths of the hidden layers (at least one).
         activation: one of ``relu``, ``tanh``, ``gelu``, ``elu``.
         dropout: dropout probability after each hidden activation (0 disables it).
+
+    Example:
+        >>> import torch
+        >>> m = MLP(4, hidden=[8], activation="tanh", dropout=0.1)
+        >>> [type(layer).__name__ for layer in m.net]
+        ['Linear', 'Tanh', 'Dropout', 'Linear']
+        >>> m(torch.zeros(5, 4)).shape
+        torch.Size([5])
     """
 
     def __init__(self, input_dim: int, hidden: Sequence[int] = (64,), activation: str = "relu",
@@ -51,4 +59,5 @@ class MLP(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores ``[B]`` of features ``x`` ``[B, D]``."""
         return self.net(x).squeeze(-1)

@@ -25,14 +25,24 @@ RUN_KEYS = ("baseline_fraction",)
 
 
 def catalog_dir() -> Path:
-    """``configs/problem`` of the checkout (``FAIRGAMES_CONFIGS`` overrides ``configs``)."""
+    """``configs/problem`` of the checkout (``FAIRGAMES_CONFIGS`` overrides ``configs``).
+
+    Example:
+        >>> catalog_dir().parts[-2:]
+        ('configs', 'problem')
+    """
     root = os.environ.get("FAIRGAMES_CONFIGS")
     base = Path(root) if root else Path(__file__).resolve().parents[2] / "configs"
     return base / "problem"
 
 
 def available_problems() -> list[str]:
-    """Names of the catalog's problems."""
+    """Names of the catalog's problems.
+
+    Example:
+        >>> {"demographic_parity", "fmeasure_parity"} <= set(available_problems())
+        True
+    """
     d = catalog_dir()
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
 
@@ -42,6 +52,13 @@ def load_problem(name: str | os.PathLike[str]) -> ProblemSpec:
 
     Raises:
         ProblemError: unknown name (listing the known ones), unknown keys in the file.
+
+    Example:
+        >>> spec = load_problem("fmeasure_parity")
+        >>> spec.objective, spec.tolerance
+        ('1 - fmeasure()', 0.02)
+        >>> spec.constraints["f1_parity"]
+        'fmeasure(group=protected_group) >= fmeasure(not_group=protected_group) - tolerance'
     """
     path = Path(name)
     if path.suffix not in (".yaml", ".yml"):

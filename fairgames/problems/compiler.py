@@ -61,6 +61,15 @@ class Environment:
         group_names: attribute → value names in code order, as the data set gives them; an
             attribute missing here is not checked (its values are unknown until data loads).
         variables: name → number or string (``tolerance``, ``protected_group``, ...).
+
+    Example:
+        >>> env = Environment("sex", {"sex": ["Male", "Female"]}, {"tolerance": 0.05})
+        >>> env.names()
+        ['groups', 'tolerance']
+        >>> constraints = compile_constraint("for g in groups: tpr(group=g) >= tpr() - tolerance",
+        ...                                  env, "eo")
+        >>> [c.name for c in constraints]
+        ['eo[Male]', 'eo[Female]']
     """
 
     protected: str | None = None
@@ -68,6 +77,7 @@ class Environment:
     variables: Mapping[str, object] = field(default_factory=dict)
 
     def names(self) -> list[str]:
+        """The names statements may read: the variables, plus ``groups`` if known."""
         out = set(self.variables)
         if self.protected is not None and self.protected in self.group_names:
             out.add(GROUPS)

@@ -18,7 +18,16 @@ from __future__ import annotations
 
 
 class ProblemError(ValueError):
-    """A problem definition that cannot be built (unknown name, bad value, wrong type)."""
+    """A problem definition that cannot be built (unknown name, bad value, wrong type).
+
+    Example:
+        >>> from fairgames.problems import load_problem
+        >>> try:
+        ...     load_problem("no_such_problem")
+        ... except ProblemError as e:
+        ...     print(str(e).split(";")[0])
+        unknown problem 'no_such_problem'
+    """
 
 
 class ProblemSyntaxError(ProblemError):
@@ -30,6 +39,14 @@ class ProblemSyntaxError(ProblemError):
         position: 0-based column of the offending token.
         length: width of the offending token (the caret underlines all of it).
         context: where the statement comes from (e.g. ``"constraint 'parity'"``), or ``""``.
+
+    Example:
+        >>> from fairgames.problems import parse
+        >>> try:
+        ...     parse("tpr(group=", "expression")
+        ... except ProblemSyntaxError as e:
+        ...     print(e.message, e.position)
+        the statement ends where a value was expected 10
     """
 
     def __init__(self, message: str, source: str, position: int, length: int = 1,

@@ -45,6 +45,14 @@ class Function:
         param_types: ``"number"`` or ``"string"`` for each parameter.
         conditions_on_label: the rate already fixes the label (``label=`` is refused).
         summary: one line for error messages and docs.
+
+    Example:
+        >>> f = FUNCTIONS["fbeta"]
+        >>> f.params, f.keywords
+        (('beta',), ('beta', 'group', 'not_group', 'label', 'attribute'))
+        >>> print(f.build(None, 2.0))
+        +1·[+5·E[true_positive | all]] / [+5·E[true_positive | all] +4·E[false_negative | all]
+            +1·E[false_positive | all]]
     """
 
     name: str
@@ -56,6 +64,7 @@ class Function:
 
     @property
     def keywords(self) -> tuple[str, ...]:
+        """Keyword arguments a call accepts: the parameters, then the subset keywords."""
         return self.params + SUBSET_KEYWORDS
 
 
@@ -108,5 +117,11 @@ for _alias, _target in _ALIASES.items():
 
 
 def known_functions() -> list[str]:
-    """All callable names, aggregators included, sorted."""
+    """All callable names, aggregators included, sorted.
+
+    Example:
+        >>> names = known_functions()
+        >>> names[:3], "sum" in names, "fmeasure" in names
+        (['accuracy', 'base_rate', 'churn'], True, True)
+    """
     return sorted([*FUNCTIONS, *AGGREGATORS])

@@ -54,7 +54,14 @@ KEYWORDS = ("for", "in")
 # --------------------------------------------------------------------------- tokens
 @dataclass(frozen=True)
 class Token:
-    """One lexical token: ``kind`` is NUMBER, STRING, NAME, OP, KEYWORD or EOF."""
+    """One lexical token: ``kind`` is NUMBER, STRING, NAME, OP, KEYWORD or EOF.
+
+    Example:
+        >>> tokenize("tpr(group=1)")[0]
+        Token(kind='NAME', text='tpr', pos=0, value=None)
+        >>> tokenize("tpr(")[-1].describe()
+        'the end of the statement'
+    """
 
     kind: str
     text: str
@@ -62,6 +69,7 @@ class Token:
     value: object = None
 
     def describe(self) -> str:
+        """How error messages name the token (its text, or "the end of the statement")."""
         return "the end of the statement" if self.kind == "EOF" else repr(self.text)
 
 
@@ -157,7 +165,13 @@ def _number(source: str, i: int) -> Token:
 # --------------------------------------------------------------------------- syntax tree
 @dataclass(frozen=True)
 class Node:
-    """A syntax tree node; ``pos`` and ``length`` locate it in the source for errors."""
+    """A syntax tree node; ``pos`` and ``length`` locate it in the source for errors.
+
+    Example:
+        >>> parse("tpr() - 0.1")
+        Binary(pos=6, length=1, op='-', left=Call(pos=0, length=5, func='tpr', args=(),
+            keywords=()), right=Number(pos=8, length=3, value=0.1))
+    """
 
     pos: int
     length: int
@@ -165,27 +179,63 @@ class Node:
 
 @dataclass(frozen=True)
 class Number(Node):
+    """A numeric literal.
+
+    Example:
+        >>> parse("0.5")
+        Number(pos=0, length=3, value=0.5)
+    """
+
     value: int | float
 
 
 @dataclass(frozen=True)
 class String(Node):
+    """A quoted string literal (a group value name).
+
+    Example:
+        >>> parse('"Female"')
+        String(pos=0, length=8, value='Female')
+    """
+
     value: str
 
 
 @dataclass(frozen=True)
 class Name(Node):
+    """A name read from the environment (``tolerance``, a loop variable, ...).
+
+    Example:
+        >>> parse("tolerance")
+        Name(pos=0, length=9, id='tolerance')
+    """
+
     id: str
 
 
 @dataclass(frozen=True)
 class Unary(Node):
+    """A sign applied to an operand: ``-x`` or ``+x``.
+
+    Example:
+        >>> parse("-tpr()").op
+        '-'
+    """
+
     op: str
     operand: Node
 
 
 @dataclass(frozen=True)
 class Binary(Node):
+    """An arithmetic operation ``left op right`` with ``op`` one of ``+ - * /``.
+
+    Example:
+        >>> node = parse("tpr() - 0.1")
+        >>> node.op, node.right.value
+        ('-', 0.1)
+    """
+
     op: str
     left: Node
     right: Node
@@ -193,6 +243,13 @@ class Binary(Node):
 
 @dataclass(frozen=True)
 class Keyword:
+    """A keyword argument ``name=value`` of a call.
+
+    Example:
+        >>> parse("tpr(group=1)").keywords
+        (Keyword(name='group', value=Number(pos=10, length=1, value=1), pos=4),)
+    """
+
     name: str
     value: Node
     pos: int
@@ -200,6 +257,14 @@ class Keyword:
 
 @dataclass(frozen=True)
 class Call(Node):
+    """A function call with positional ``args`` and ``keywords``.
+
+    Example:
+        >>> call = parse("fbeta(2, group=1)")
+        >>> call.func, call.args[0].value, [k.name for k in call.keywords]
+        ('fbeta', 2, ['group'])
+    """
+
     func: str
     args: tuple[Node, ...]
     keywords: tuple[Keyword, ...]
@@ -207,7 +272,13 @@ class Call(Node):
 
 @dataclass(frozen=True)
 class Comprehension(Node):
-    """``body for var in iterable`` (only as the single argument of ``sum`` / ``mean``)."""
+    """``body for var in iterable`` (only as the single argument of ``sum`` / ``mean``).
+
+    Example:
+        >>> comp = parse("mean(tpr(group=g) for g in groups)").args[0]
+        >>> comp.var, comp.iterable.id, comp.body.func
+        ('g', 'groups', 'tpr')
+    """
 
     body: Node
     var: str
@@ -216,6 +287,14 @@ class Comprehension(Node):
 
 @dataclass(frozen=True)
 class Compare(Node):
+    """A constraint's comparison ``left op right`` with ``op`` one of ``<= >= ==``.
+
+    Example:
+        >>> cmp = parse("tpr() <= 0.9", "constraint")
+        >>> cmp.op, cmp.right.value
+        ('<=', 0.9)
+    """
+
     op: str
     left: Node
     right: Node
@@ -223,7 +302,13 @@ class Compare(Node):
 
 @dataclass(frozen=True)
 class ForAll(Node):
-    """``for var in iterable: comparison``: one constraint per value of ``iterable``."""
+    """``for var in iterable: comparison``: one constraint per value of ``iterable``.
+
+    Example:
+        >>> loop = parse("for g in groups: tpr(group=g) >= 0.8", "constraint")
+        >>> loop.var, loop.iterable.id, loop.body.op
+        ('g', 'groups', '>=')
+    """
 
     var: str
     iterable: Name
@@ -410,7 +495,12 @@ def parse(source: str, kind: str = "expression") -> Node:
 
 # --------------------------------------------------------------------------- analysis
 def walk(node: Node) -> Iterator[Node]:
-    """Every node of a tree, parents first."""
+    """Every node of a tree, parents first.
+
+    Example:
+        >>> [type(n).__name__ for n in walk(parse("1 - tpr(group=g)"))]
+        ['Binary', 'Number', 'Call', 'Name']
+    """
     yield node
     if isinstance(node, Unary):
         yield from walk(node.operand)
@@ -463,5 +553,10 @@ def free_names(node: Node) -> set[str]:
 
 
 def called_functions(node: Node) -> set[str]:
-    """Names of the functions a tree calls."""
+    """Names of the functions a tree calls.
+
+    Example:
+        >>> sorted(called_functions(parse("fmeasure() - 0.5 * precision(group=1)")))
+        ['fmeasure', 'precision']
+    """
     return {n.func for n in walk(node) if isinstance(n, Call)}

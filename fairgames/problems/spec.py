@@ -68,7 +68,18 @@ def _check_tolerance(name: str, kind: str, tolerance: float) -> None:
 
 @dataclass
 class BuiltProblem:
-    """A compiled problem: the objective to minimise and the named constraints."""
+    """A compiled problem: the objective to minimise and the named constraints.
+
+    Example:
+        >>> spec = ProblemSpec("dp", "error()",
+        ...                    {"dp": "ppr(group=protected_group) >= ppr() - 0.05"})
+        >>> built = spec.build("sex", {"sex": ["Male", "Female"]},
+        ...                    group_counts={"Male": 700, "Female": 300})
+        >>> print(built.objective)
+        +1·E[error | all]
+        >>> print(built.constraints[0].expression)
+        +1·E[predicted_positive | all] -1·E[predicted_positive | group('sex', 'Female')] -0.05
+    """
 
     objective: R.Expression
     constraints: list[R.Constraint]
@@ -91,6 +102,21 @@ class ProblemSpec:
         variables: more names and their values.
         baseline_path: a saved model to use as the churn baseline (``None``: trained by the run).
         description: one line for reports.
+
+    Example:
+        >>> spec = ProblemSpec("dp", "error()",
+        ...                    {"dp": "ppr(group=protected_group) >= ppr() - tolerance"},
+        ...                    tolerance=0.05, tolerance_kind="difference")
+        >>> sorted(spec.free_names()), spec.needs_baseline()
+        (['protected_group', 'tolerance'], False)
+        >>> built = spec.build("sex", {"sex": ["Male", "Female"]},
+        ...                    group_counts={"Male": 700, "Female": 300})
+        >>> [c.name for c in built.constraints], built.variables
+        (['dp'], {'tolerance': 0.05, 'protected_group': 'Female'})
+        >>> ProblemSpec("bad", "error()", tolerance=-0.1, tolerance_kind="difference")
+        Traceback (most recent call last):
+        ...
+        fairgames.problems.errors.ProblemError: problem 'bad': tolerance ... must be >= 0, got -0.1
     """
 
     name: str
@@ -171,6 +197,7 @@ class ProblemSpec:
         return any(called_functions(t) & BASELINE_FUNCTIONS for _, t in self._trees())
 
     def uses_protected_group(self) -> bool:
+        """Whether a statement reads the name ``protected_group``."""
         return "protected_group" in self.free_names()
 
     # ------------------------------------------------------------------ compilation

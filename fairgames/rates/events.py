@@ -22,7 +22,12 @@ Table = tuple[tuple[float, float], tuple[float, float]]
 
 @dataclass(frozen=True)
 class Indicator:
-    """The prediction indicator an event reads: ``1[s > z]`` (strict) or ``1[s >= z]``."""
+    """The prediction indicator an event reads: ``1[s > z]`` (strict) or ``1[s >= z]``.
+
+    Example:
+        >>> str(Indicator()), str(Indicator(0.5, strict=False))
+        ('s > 0', 's >= 0.5')
+    """
 
     threshold: float = 0.0
     strict: bool = True
@@ -41,7 +46,14 @@ def _table(f) -> Table:
 
 @dataclass(frozen=True)
 class Event:
-    """``e = a[y][ŷ₀] + b[y][ŷ₀] · ŷ`` with ``ŷ`` read through ``indicator``."""
+    """``e = a[y][ŷ₀] + b[y][ŷ₀] · ŷ`` with ``ŷ`` read through ``indicator``.
+
+    Example:
+        >>> ERROR.uses_label, ERROR.uses_baseline, ERROR.depends_on_model
+        (True, False, True)
+        >>> WIN.uses_baseline, LABEL.depends_on_model
+        (True, False)
+    """
 
     name: str
     a: Table
@@ -50,17 +62,21 @@ class Event:
 
     @property
     def uses_label(self) -> bool:
+        """Whether the coefficients depend on the label ``y``."""
         return any(self.a[0][j] != self.a[1][j] or self.b[0][j] != self.b[1][j] for j in (0, 1))
 
     @property
     def uses_baseline(self) -> bool:
+        """Whether the coefficients depend on the baseline's prediction ``ŷ₀``."""
         return any(self.a[y][0] != self.a[y][1] or self.b[y][0] != self.b[y][1] for y in (0, 1))
 
     @property
     def depends_on_model(self) -> bool:
+        """Whether the event reads the model's prediction (some ``b`` coefficient is non-zero)."""
         return any(self.b[y][j] != 0.0 for y in (0, 1) for j in (0, 1))
 
     def key(self) -> tuple:
+        """A hashable structural key (the indicator counts only if the model is read)."""
         return ("event", self.a, self.b, self.indicator) if self.depends_on_model else (
             "event", self.a, self.b)
 
@@ -92,7 +108,13 @@ ONE = _event("one", lambda y, o: 1, lambda y, o: 0)
 
 
 def score_at_least(threshold: float) -> Event:
-    """The event ``f(x) >= z`` (paper 003's statistical-parity constraints at grid point z)."""
+    """The event ``f(x) >= z`` (paper 003's statistical-parity constraints at grid point z).
+
+    Example:
+        >>> e = score_at_least(0.5)
+        >>> e.name, str(e.indicator)
+        ('score>=0.5', 's >= 0.5')
+    """
     z = float(threshold)
     if not math.isfinite(z):
         raise ValueError(f"threshold must be finite, got {threshold!r}")
@@ -100,7 +122,13 @@ def score_at_least(threshold: float) -> Event:
 
 
 def predicted_positive_at(threshold: float) -> Event:
-    """The event ``f(x) > z``: predicted positive after shifting the decision threshold."""
+    """The event ``f(x) > z``: predicted positive after shifting the decision threshold.
+
+    Example:
+        >>> e = predicted_positive_at(-1.0)
+        >>> e.name, str(e.indicator)
+        ('score>-1', 's > -1')
+    """
     z = float(threshold)
     if not math.isfinite(z):
         raise ValueError(f"threshold must be finite, got {threshold!r}")

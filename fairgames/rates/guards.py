@@ -51,7 +51,20 @@ def _data_dependent_size(name: str, args: tuple, kwargs: dict) -> bool:
 
 
 class NoHostSync(TorchDispatchMode):
-    """Raise ``RuntimeError`` on any op that copies a data-dependent value to the host."""
+    """Raise ``RuntimeError`` on any op that copies a data-dependent value to the host.
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([1.0, -2.0])
+        >>> with NoHostSync():
+        ...     y = x.clamp(min=0) * 2           # no sync: fine
+        >>> try:
+        ...     with NoHostSync():
+        ...         _ = x[x > 0]                 # boolean mask: data-dependent size
+        ... except RuntimeError as e:
+        ...     print(e)
+        host-device sync: aten::index was called inside no_host_sync()
+    """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._schema.name
@@ -62,7 +75,15 @@ class NoHostSync(TorchDispatchMode):
 
 @contextlib.contextmanager
 def no_host_sync() -> Iterator[None]:
-    """Context manager form of :class:`NoHostSync` (plus CUDA's sync debug mode on a GPU)."""
+    """Context manager form of :class:`NoHostSync` (plus CUDA's sync debug mode on a GPU).
+
+    Example:
+        >>> import torch
+        >>> with no_host_sync():
+        ...     total = torch.ones(3).sum()      # stays a tensor: no sync
+        >>> float(total)
+        3.0
+    """
     cuda = torch.cuda.is_available()
     previous = torch.cuda.get_sync_debug_mode() if cuda else 0
     if cuda:

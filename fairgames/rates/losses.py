@@ -25,6 +25,12 @@ class Loss:
 
     The name is the loss's identity: two leaves with the same loss name and subset are the
     same leaf, so give distinct losses distinct names.
+
+    Example:
+        >>> import torch
+        >>> shortfall = Loss("shortfall", lambda s, y: torch.relu(y - s))
+        >>> shortfall(torch.tensor([0.25, 0.9]), torch.tensor([1.0, 0.0])).tolist()
+        [0.75, 0.0]
     """
 
     name: str
@@ -73,7 +79,14 @@ LOSSES = {x.name: x for x in (SQUARED, ABSOLUTE, LOGISTIC, HINGE, BOUNDED_LOGIST
 
 
 def as_loss(loss: str | Loss) -> Loss:
-    """Look up a built-in loss by name, or pass a ``Loss`` through."""
+    """Look up a built-in loss by name, or pass a ``Loss`` through.
+
+    Example:
+        >>> import torch
+        >>> hinge = as_loss("hinge")
+        >>> hinge.name, hinge(torch.tensor([0.5, -2.0]), torch.tensor([1.0, 0.0])).tolist()
+        ('hinge', [0.5, 0.0])
+    """
     if isinstance(loss, Loss):
         return loss
     if loss not in LOSSES:

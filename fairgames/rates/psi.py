@@ -8,7 +8,7 @@ when a closed form is known.
 
 Example:
     >>> import torch
-    >>> float(GEOMETRIC_MEAN_2(torch.tensor(0.81), torch.tensor(1.0)))
+    >>> round(float(GEOMETRIC_MEAN_2(torch.tensor(0.81), torch.tensor(1.0))), 4)
     0.9
 """
 
@@ -24,7 +24,13 @@ CURVATURES = ("convex", "concave", "none")
 
 @dataclass(frozen=True, eq=False)
 class Psi:
-    """A named non-linear function of ``arity`` scalar (tensor) arguments."""
+    """A named non-linear function of ``arity`` scalar (tensor) arguments.
+
+    Example:
+        >>> p = Psi("sum2", lambda a, b: a + b, 2, "none", (1, 1), ((0.0, 1.0), (0.0, 1.0)))
+        >>> float(p(0.25, 0.5))
+        0.75
+    """
 
     name: str
     fn: Callable[..., torch.Tensor] = field(repr=False)
@@ -70,19 +76,36 @@ def _kld(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def geometric_mean(arity: int = 2) -> Psi:
-    """``(Π u_i)^(1/n)``: concave and increasing on ``[0, 1]^n`` (G-mean of per-class recalls)."""
+    """``(Π u_i)^(1/n)``: concave and increasing on ``[0, 1]^n`` (G-mean of per-class recalls).
+
+    Example:
+        >>> g = geometric_mean(3)
+        >>> g.name, g.curvature, round(float(g(0.5, 0.5, 0.5)), 4)
+        ('geometric_mean3', 'concave', 0.5)
+    """
     return Psi(f"geometric_mean{arity}", _gmean, arity, "concave", (1,) * arity,
                ((0.0, 1.0),) * arity)
 
 
 def harmonic_mean(arity: int = 2) -> Psi:
-    """``n / Σ 1/u_i``: concave and increasing on ``(0, 1]^n`` (H-mean)."""
+    """``n / Σ 1/u_i``: concave and increasing on ``(0, 1]^n`` (H-mean).
+
+    Example:
+        >>> round(float(harmonic_mean(2)(0.5, 1.0)), 4)
+        0.6667
+    """
     return Psi(f"harmonic_mean{arity}", _hmean, arity, "concave", (1,) * arity,
                ((0.0, 1.0),) * arity)
 
 
 def root_mean_square(arity: int = 2) -> Psi:
-    """``sqrt(Σ v_i² / n)``: convex, increasing on ``[0, 1]^n`` (Q-mean loss of FNR, FPR)."""
+    """``sqrt(Σ v_i² / n)``: convex, increasing on ``[0, 1]^n`` (Q-mean loss of FNR, FPR).
+
+    Example:
+        >>> r = root_mean_square(2)
+        >>> r.curvature, r.monotone, round(float(r(0.3, 0.4)), 4)
+        ('convex', (1, 1), 0.3536)
+    """
     return Psi(f"root_mean_square{arity}", _rms, arity, "convex", (1,) * arity,
                ((0.0, 1.0),) * arity)
 

@@ -25,7 +25,15 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 
 def save_atomic(state: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    """``torch.save`` to ``path + ".tmp"`` then rename it to ``path``."""
+    """``torch.save`` to ``path + ".tmp"`` then rename it to ``path``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     save_atomic({"step": 3, "w": torch.ones(2)}, Path(d) / CHECKPOINT_NAME)
+        ...     print(sorted(p.name for p in Path(d).iterdir()))
+        ['checkpoint.pt']
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -42,6 +50,13 @@ def find_checkpoint(resume: bool | str, run_dir: Path | None) -> Path | None:
 
     Raises:
         FileNotFoundError: naming the path that holds no checkpoint.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     save_atomic({"step": 3}, Path(d) / CHECKPOINT_NAME)
+        ...     print(find_checkpoint(True, Path(d)).name, find_checkpoint(False, Path(d)))
+        checkpoint.pt None
     """
     if resume is False or resume is None:
         return None
@@ -59,6 +74,15 @@ def find_checkpoint(resume: bool | str, run_dir: Path | None) -> Path | None:
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load a checkpoint on the CPU (tensors and plain containers only)."""
+    """Load a checkpoint on the CPU (tensors and plain containers only).
+
+    Example:
+        >>> import tempfile, torch
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     save_atomic({"step": 3, "w": torch.ones(2)}, Path(d) / "c.pt")
+        ...     state = load_checkpoint(Path(d) / "c.pt")
+        >>> state["step"], state["w"].tolist()
+        (3, [1.0, 1.0])
+    """
     with open(path, "rb") as f:
         return torch.load(f, map_location="cpu", weights_only=True)

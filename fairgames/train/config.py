@@ -42,7 +42,19 @@ SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
 
 
 class ConfigError(ValueError):
-    """A config with bad values; the message lists each bad key and why."""
+    """A config with bad values; the message lists each bad key and why.
+
+    Example:
+        >>> cfg = OmegaConf.structured(TrainConfig(problem=ProblemConfig("p", objective="error()")))
+        >>> cfg.trainer.steps, cfg.optimizer.lr = 0, -1.0
+        >>> try:
+        ...     validate(cfg)
+        ... except ConfigError as e:
+        ...     print(e)
+        invalid config:
+          optimizer.lr=-1.0: must be positive and finite
+          trainer.steps=0: must be positive and finite
+    """
 
 
 @dataclass
@@ -55,6 +67,11 @@ class ProblemConfig:
     least frequent value on the training split) is what ``protected_group`` means.
     ``baseline_path`` is a churn baseline (a ``model.pt`` of an earlier run, or its directory);
     ``null`` trains one on a ``baseline_fraction`` share of the training split.
+
+    Example:
+        >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
+        >>> pc.tolerance, pc.tolerance_kind, pc.baseline_fraction
+        (None, 'none', 0.25)
     """
 
     name: str = MISSING
@@ -71,7 +88,12 @@ class ProblemConfig:
 
 @dataclass
 class ModelConfig:
-    """``linear`` (``bias``) or ``mlp`` (``hidden`` widths, ``activation``, ``dropout``)."""
+    """``linear`` (``bias``) or ``mlp`` (``hidden`` widths, ``activation``, ``dropout``).
+
+    Example:
+        >>> ModelConfig(name="mlp", hidden=[32, 16]).hidden
+        [32, 16]
+    """
 
     name: str = "linear"
     bias: bool = True
@@ -82,7 +104,12 @@ class ModelConfig:
 
 @dataclass
 class OptimizerConfig:
-    """The θ-player's torch optimizer; ``grad_clip`` clips the gradient norm (null: off)."""
+    """The θ-player's torch optimizer; ``grad_clip`` clips the gradient norm (null: off).
+
+    Example:
+        >>> OptimizerConfig().name, OptimizerConfig().lr
+        ('adam', 0.01)
+    """
 
     name: str = "adam"
     lr: float = 0.01
@@ -99,6 +126,11 @@ class AlgorithmConfig:
     null; ``multipliers`` overrides the preset's λ strategy; ``theta_steps`` is the inner loop
     of a best-response θ-player (algorithm1, frank_wolfe); ``surrogate`` is the θ-player's
     stand-in for the 0/1 indicator.
+
+    Example:
+        >>> a = AlgorithmConfig(name="lagrangian", multiplier_lr=0.1)
+        >>> a.name, a.multiplier_lr, a.surrogate
+        ('lagrangian', 0.1, 'hinge')
     """
 
     name: str = "proxy_lagrangian"
@@ -131,6 +163,11 @@ class TrainerConfig:
       restarts from the last checkpoint).
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
       (rows per evaluation chunk).
+
+    Example:
+        >>> t = TrainerConfig(steps=200, batch_size=128, device="cpu")
+        >>> t.steps, t.batch_size, t.log_every
+        (200, 128, 50)
     """
 
     steps: int | None = 1000
@@ -155,7 +192,13 @@ class TrainerConfig:
 
 @dataclass
 class TrainConfig:
-    """The whole run. ``run_dir`` defaults to Hydra's output directory."""
+    """The whole run. ``run_dir`` defaults to Hydra's output directory.
+
+    Example:
+        >>> cfg = OmegaConf.structured(TrainConfig)
+        >>> cfg.data, cfg.model.name, cfg.seed
+        ({'name': 'synthetic', 'protected': 'group'}, 'linear', 0)
+    """
 
     data: dict[str, Any] = field(default_factory=lambda: {"name": "synthetic",
                                                           "protected": "group"})
@@ -169,7 +212,13 @@ class TrainConfig:
 
 
 def register() -> None:
-    """Register ``train_schema`` in Hydra's ConfigStore (idempotent; done on import)."""
+    """Register ``train_schema`` in Hydra's ConfigStore (idempotent; done on import).
+
+    Example:
+        >>> register()
+        >>> "train_schema.yaml" in ConfigStore.instance().list("/")
+        True
+    """
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 
@@ -182,6 +231,17 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
 
     Raises:
         ConfigError: listing every bad key with its value and what is expected.
+
+    Example:
+        >>> cfg = OmegaConf.structured(TrainConfig(problem=ProblemConfig("p", objective="error()")))
+        >>> validate(cfg)    # the defaults are valid
+        >>> cfg.trainer.device = "tpu"
+        >>> try:
+        ...     validate(cfg)
+        ... except ConfigError as e:
+        ...     print(e)
+        invalid config:
+          trainer.device='tpu': expected one of ['auto', 'cpu', 'cuda']
     """
     from fairgames.game import PRESETS
     from fairgames.game.players import MULTIPLIER_PLAYERS

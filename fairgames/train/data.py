@@ -33,6 +33,11 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     Raises:
         ConfigError: a key the loader does not take, or a protected attribute the data set
             does not have.
+
+    Example:
+        >>> splits = load_splits({"name": "synthetic", "protected": "group", "n": 500}, seed=0)
+        >>> [len(split) for split in splits]
+        [300, 100, 100]
     """
     cfg = dict(data_cfg)
     name = cfg.pop("name")
@@ -70,7 +75,15 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | N
                weights: torch.Tensor | None = None,
                mixture_weights: torch.Tensor | None = None) -> Batch:
     """A :class:`~fairgames.rates.Batch` of rows ``index`` (all rows when ``None``) of ``ds``
-    with the model's ``scores`` for those rows. No host sync."""
+    with the model's ``scores`` for those rows. No host sync.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> ds = make_synthetic(n=200, d=3, seed=0).train
+        >>> batch = make_batch(ds, torch.zeros(len(ds)))
+        >>> batch.size, sorted(batch.groups)
+        (120, ['group'])
+    """
     if index is None:
         labels = ds.labels
         groups = ds.groups
@@ -85,7 +98,12 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | N
 
 
 def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tensor]:
-    """Consecutive index ranges ``[start, start + size)`` covering ``0..n-1``."""
+    """Consecutive index ranges ``[start, start + size)`` covering ``0..n-1``.
+
+    Example:
+        >>> [c.tolist() for c in chunks(5, 2, "cpu")]
+        [[0, 1], [2, 3], [4]]
+    """
     for start in range(0, n, size):
         yield torch.arange(start, min(n, start + size), device=device)
 
@@ -93,7 +111,12 @@ def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tens
 @torch.no_grad()
 def predict_scores(model: torch.nn.Module, features: torch.Tensor, chunk: int) -> torch.Tensor:
     """The model's scores ``[N]`` on ``features`` in eval mode, chunk by chunk (restores the
-    model's training flag)."""
+    model's training flag).
+
+    Example:
+        >>> predict_scores(torch.nn.Linear(3, 1), torch.zeros(100, 3), chunk=32).shape
+        torch.Size([100])
+    """
     was = model.training
     model.eval()
     try:

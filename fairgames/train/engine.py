@@ -76,6 +76,21 @@ class Engine:
         logger: a :class:`RunLogger` (``None``: no TensorBoard).
         progress: show a tqdm progress bar.
         on_checkpoint: ``fn(state)`` adding run-level items to each checkpoint.
+
+    Example:
+        >>> import torch
+        >>> from fairgames.data import make_synthetic
+        >>> from fairgames.game import ConstrainedOptimizer, Problem
+        >>> from fairgames.rates import error_rate, positive_prediction_rate
+        >>> train = make_synthetic(n=300, d=3, seed=0).train
+        >>> model = torch.nn.Linear(3, 1)
+        >>> problem = Problem(error_rate(), [(positive_prediction_rate() >= 0.2).named("ppr")])
+        >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+        >>> engine = Engine(model, copt, train, protected="group", steps=6, batch_size=64,
+        ...                 log_every=3)
+        >>> engine.run()
+        >>> engine.step, [h["step"] for h in engine.history]
+        (6, [3, 6])
     """
 
     def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer,

@@ -31,7 +31,12 @@ _BAD = re.compile(r"[^A-Za-z0-9_.\-/=\[\]]+")
 
 
 def clean_tag(tag: str) -> str:
-    """A TensorBoard-safe tag."""
+    """A TensorBoard-safe tag.
+
+    Example:
+        >>> clean_tag("constraint/tpr(group=1) >= 0.8")
+        'constraint/tpr_group=1_ge_0.8'
+    """
     return _BAD.sub("_", tag.replace("<=", "le").replace(">=", "ge"))
 
 
@@ -42,6 +47,16 @@ class RunLogger:
         log_dir: the run directory (event files go here).
         enabled: write anything at all.
         purge_step: on resume, events at or after this step from the killed run are dropped.
+
+    Example:
+        A disabled logger (no ``log_dir``) accepts every call and writes nothing; with a
+        directory, the same calls write one TensorBoard event file there.
+
+        >>> log = RunLogger(None)
+        >>> log.scalars(10, {"objective/true": 0.25, "constraint/eo/violation": None})
+        >>> log.flush(); log.close()
+        >>> log.writer is None
+        True
     """
 
     def __init__(self, log_dir: Path | None, enabled: bool = True,
@@ -53,6 +68,7 @@ class RunLogger:
             self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
 
     def scalars(self, step: int, values: Mapping[str, float | None]) -> None:
+        """Log ``tag → value`` at ``step`` (``None`` and NaN values are skipped)."""
         if self.writer is None:
             return
         for tag, v in values.items():
@@ -61,6 +77,7 @@ class RunLogger:
             self.writer.add_scalar(clean_tag(tag), float(v), step)
 
     def hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float | None]) -> None:
+        """Write the run's hyper-parameters and final metrics for TensorBoard's HParams tab."""
         if self.writer is None:
             return
         hp = {clean_tag(k): (v if isinstance(v, int | float | str | bool) else str(v))
@@ -76,10 +93,12 @@ class RunLogger:
             file_writer.add_summary(summary)
 
     def flush(self) -> None:
+        """Flush pending events to disk."""
         if self.writer is not None:
             self.writer.flush()
 
     def close(self) -> None:
+        """Flush and close the event file (further calls are no-ops)."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None

@@ -93,6 +93,14 @@ class RunResult:
             :class:`~fairgames.game.solutions.StochasticModel`).
         engine: the training loop (history, snapshots, game).
         stopped: the run ended at ``trainer.stop_after`` before finishing.
+
+    Example:
+        >>> import torch
+        >>> from fairgames.data import make_synthetic
+        >>> result = fit(torch.nn.Linear(3, 1), "error", make_synthetic(n=300, d=3, seed=0),
+        ...              protected="group", trainer={"steps": 4, "log_every": 2})
+        >>> result.run_dir is None, result.stopped, result.engine.step
+        (True, False, 4)
     """
 
     run_dir: Path | None
@@ -113,6 +121,16 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
     Raises:
         ConfigError: bad values (all listed), unknown data keys, a problem that does not
             compile (with the offending token underlined).
+
+    Example:
+        >>> from hydra import compose, initialize_config_dir
+        >>> from fairgames.problems import catalog_dir
+        >>> with initialize_config_dir(config_dir=str(catalog_dir().parent), version_base="1.3"):
+        ...     cfg = compose("train", overrides=["data=synthetic", "data.n=600", "trainer=smoke",
+        ...                                       "trainer.steps=10"])
+        >>> result = run(cfg)   # cfg.run_dir is null: nothing is written
+        >>> result.results["training"]["steps"], result.run_dir
+        (10, None)
     """
     validate(cfg)
     t = cfg.trainer
@@ -167,6 +185,15 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         run_dir: write outputs (results.json, report.md, TensorBoard, checkpoints) here.
         tolerance: overrides the problem's ``tolerance``.
         baseline_scores: ``{split: [N] scores}`` of a churn baseline (else trained).
+
+    Example:
+        >>> import torch
+        >>> from fairgames.data import make_synthetic
+        >>> splits = make_synthetic(n=300, d=3, seed=0)
+        >>> result = fit(torch.nn.Linear(3, 1), "demographic_parity", splits, protected="group",
+        ...              trainer={"steps": 6, "log_every": 3})
+        >>> sorted(result.results["solutions"]["final"]["test"]["constraints"])
+        ['ppr_high[0]', 'ppr_high[1]', 'ppr_low[0]', 'ppr_low[1]']
     """
     if isinstance(algorithm, str):
         algorithm = AlgorithmConfig(name=algorithm)
@@ -221,14 +248,27 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
 
 # --------------------------------------------------------------------------- helpers
 def resolve_device(device: str) -> torch.device:
-    """``auto`` → CUDA when available, else CPU."""
+    """``auto`` → CUDA when available, else CPU.
+
+    Example:
+        >>> resolve_device("cpu"), resolve_device("auto").type in ("cpu", "cuda")
+        (device(type='cpu'), True)
+    """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
 
 def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
-    """A function ``params -> torch optimizer`` for an optimizer config."""
+    """A function ``params -> torch optimizer`` for an optimizer config.
+
+    Example:
+        >>> import torch
+        >>> make = optimizer_factory(OptimizerConfig(name="sgd", lr=0.1, momentum=0.9))
+        >>> opt = make(torch.nn.Linear(2, 1).parameters())
+        >>> type(opt).__name__, opt.defaults["momentum"]
+        ('SGD', 0.9)
+    """
     def make(params: Any) -> torch.optim.Optimizer:
         if cfg.name == "sgd":
             return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
