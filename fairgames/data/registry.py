@@ -354,7 +354,7 @@ CREDIT = DatasetDef(
         Source("uci", {
             "xls": FileSpec("default of credit card clients.xls", None,
                             f"{UCI}/00350/default%20of%20credit%20card%20clients.xls"),
-        }, P.parse_credit_uci_xls, "the UCI .xls (reading it needs xlrd)"),
+        }, P.parse_credit_uci_xls, "the UCI .xls (read with python-calamine)"),
     ),
     attributes={
         "education": _categorical(
