@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import time
@@ -106,7 +107,8 @@ def machine(device: torch.device, threads: int) -> dict[str, object]:
         git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        git = "unknown"
+        # A copy of the tree without .git (e.g. on a lent GPU machine): the caller may say.
+        git = os.environ.get("FAIRGAMES_GIT", "unknown")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"cpu": cpu, "threads": threads, "torch": torch.__version__, "device": name,
             "git": git}

@@ -19,7 +19,8 @@ Usage::
 
     python benchmarks/step_overhead.py --device cpu   # full table → results/step_overhead.json
     python benchmarks/step_overhead.py --device cuda  # → results/step_overhead_cuda.json
-    python benchmarks/step_overhead.py --quick    # smoke run (K ∈ {2, 8}, few steps)
+    python benchmarks/step_overhead.py --quick    # smoke run (K ∈ {2, 8}, few steps); writes
+                                                  # nothing unless --out is given
 """
 
 from __future__ import annotations
@@ -233,12 +234,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=None,
                         help="default: results/step_overhead.json (cpu), "
-                             "results/step_overhead_cuda.json (cuda)")
+                             "results/step_overhead_cuda.json (cuda); a --quick run writes "
+                             "only to an explicit --out")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    if args.out is None:
+    if args.out is None and not args.quick:
         args.out = RESULTS if device.type == "cpu" else RESULTS.with_name(
             f"step_overhead_{device.type}.json")
     ks = (2, 8) if args.quick else (2, 8, 64, 1024)
@@ -296,6 +298,9 @@ def main() -> None:
                    "optimizer": "SGD lr=1e-3", "game_preset": "proxy_lagrangian (default)",
                    "lagrangian_preset": "lagrangian"},
     }
+    if args.out is None:
+        print("quick run: results not written (give --out to keep them)")
+        return
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

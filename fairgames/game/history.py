@@ -84,12 +84,18 @@ class InfeasibilityMonitor:
         self.state = torch.tensor([0.0, 0.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64,
                                   device=device)
         self._one = torch.ones((), dtype=torch.float64, device=device)
+        self._ones: dict[torch.dtype, torch.Tensor] = {torch.float64: self._one}
 
     def update(self, violation: torch.Tensor, saturation: torch.Tensor,
                ok: torch.Tensor | None = None) -> None:
         """Fold in one step's largest violation and saturation (device scalars; no sync)."""
-        v, sat = violation.to(self.state.dtype), saturation.to(self.state.dtype)
-        x = torch.stack([v, v, sat, self._one, self._one, self._one])
+        dtype = violation.dtype
+        one = self._ones.get(dtype)
+        if one is None:
+            one = self._ones[dtype] = self._one.to(dtype)
+        sat = saturation if saturation.dtype == dtype else saturation.to(dtype)
+        # Stacked in the inputs' dtype; addcmul promotes to float64 exactly.
+        x = torch.stack([violation, violation, sat, one, one, one])
         if ok is None:
             self.state.mul_(self.decay).addcmul_(self.gain, x)
         else:

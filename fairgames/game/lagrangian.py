@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -262,6 +263,13 @@ class LagrangianTerms(torch.nn.Module):
             buffers[f"psi_idx_{n}"] = torch.tensor(t.slacks, dtype=torch.long)
             buffers[f"psi_row_{n}"] = torch.tensor([t.row + 1], dtype=torch.long)
         buffers["constraint_rows"] = torch.tensor(list(constraint_rows), dtype=torch.long)
+        # Shortcuts of the per-step ops (same values): a zero objective vector, constraint
+        # rows that are the rows themselves, and the clamp bounds splitting c into (c⁺, c⁻).
+        self._objective_zero = not any(objective)
+        self._rows_are_constraints = list(constraint_rows) == list(range(m))
+        buffers["objective_constant_t"] = torch.tensor(float(objective_constant))
+        buffers["split_lo"] = torch.tensor([[0.0], [-math.inf]])
+        buffers["split_hi"] = torch.tensor([[math.inf], [0.0]])
         # The (P1) leader's index tensors (see psi_leader), built once.
         self._p1_leader = bool(psi_terms) and all(k == "slack" for k in row_kinds) and all(
             t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios
@@ -315,7 +323,10 @@ class LagrangianTerms(torch.nn.Module):
         """``c(λ, s) = ω·w + Aᵀλ + Σ_b λ_{j_b} s_{k_b} u_b`` [K]: each leaf's coefficient in L;
         linearised ratios add ``weight·c·(α − z·β)/den`` with ``(z, den)`` =
         :meth:`ratio_values` at the true rates."""
-        costs = torch.addmv(omega * self.objective, self.a_t, lam)
+        if self._objective_zero:
+            costs = torch.mv(self.a_t, lam)
+        else:
+            costs = torch.addmv(omega * self.objective, self.a_t, lam)
         if self.num_bilinear:
             costs = torch.addmv(costs, self.bil_u_t, lam[self.bil_row] * slacks[self.bil_slack])
         if self.num_linear:
@@ -336,6 +347,12 @@ class LagrangianTerms(torch.nn.Module):
         """``Σ c⁺·upper + c⁻·lower``: the sign-correct surrogate of ``⟨c, R⟩`` (an upper bound
         for bound surrogates, paper 000 eq. (4))."""
         return torch.dot(costs.clamp_min(0.0), upper) + torch.dot(costs.clamp_max(0.0), lower)
+
+    def surrogate_flat(self, costs: torch.Tensor, flat_bounds: torch.Tensor) -> torch.Tensor:
+        """:meth:`surrogate` with both bounds in one ``[2K]`` tensor ``[upper, lower]`` (the
+        fused evaluator's ``LeafValues.flat_bounds``): one clamp and one dot."""
+        split = torch.clamp(costs, self.split_lo, self.split_hi)     # [2, K]: c⁺, c⁻
+        return torch.dot(split.view(-1), flat_bounds)
 
     # ------------------------------------------------------------------ rows
     def affine_rows(self, leaves: torch.Tensor) -> torch.Tensor:
@@ -495,5 +512,19 @@ class LagrangianTerms(torch.nn.Module):
     def truth_from_rows(self, leaves: torch.Tensor, rows: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`truth` for an affine-only problem, read off this step's true row values
-        (the first row of each constraint is ``g``): two ops instead of a mat-vec pass."""
-        return self.objective @ leaves + self.objective_constant, rows[self.constraint_rows]
+        (the first row of each constraint is ``g``): two ops instead of a mat-vec pass, none
+        when the objective has no rate and every row is a constraint's (the returned tensors
+        may then be shared: treat them as read-only)."""
+        if self._objective_zero:
+            objective = self.objective_constant_t
+        else:
+            objective = self.objective @ leaves + self.objective_constant
+        return objective, rows if self._rows_are_constraints else rows[self.constraint_rows]
+
+    def max_violation_from_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """For an affine-only problem, ``max_c max(g_c, 0)`` (``|g_c|`` for ``==``) read off
+        the true rows: an equality's two rows are ``g`` and ``−g`` exactly, so this is the
+        largest row clamped at zero (0 without constraints)."""
+        if not self.num_rows:
+            return self.objective_constant_t * 0.0
+        return rows.max().clamp_min(0.0)

@@ -240,39 +240,66 @@ class ConstrainedOptimizer:
         if values is None:
             values = self.evaluator(batch)
         omega, lam = self.multipliers.weights()
-        t = self.terms
-        with torch.autocast(device_type=self.device.type, enabled=False):
-            true = values.true.detach()
-            slacks = self._empty
-            if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
-                assert self.slacks is not None
-                slacks = self.slacks.current(true)
-            ratios = t.ratio_values(true) if t.num_linear else None
-            costs = t.leaf_costs(omega, lam, slacks, ratios)
-            loss = t.surrogate(costs, values.upper, values.lower)
+        autocast = torch.is_autocast_enabled(self.device.type)
+        if autocast:
+            with torch.autocast(device_type=self.device.type, enabled=False):
+                loss, true, ratios = self._rates_loss(values, omega, lam)
+        else:
+            loss, true, ratios = self._rates_loss(values, omega, lam)
         if self.problem.loss is not None:
             extra = self.problem.loss(batch.scores, batch)
             if not isinstance(extra, torch.Tensor) or extra.dim() != 0:
                 raise ValueError("the problem's loss must return a scalar tensor, got "
                                  f"{getattr(extra, 'shape', type(extra).__name__)}")
-            loss = loss + omega * extra.float()
-        with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
-            surrogate_payoff = self.preset.multiplier_payoff == "surrogate"
-            upper, lower = values.upper.detach(), values.lower.detach()
-            rec = _Pending(
-                count=1, leaves=true, affine_true=t.affine_rows(true),
-                bilinear_true=t.bilinear_values(true) if t.num_bilinear else self._empty,
-                affine_surrogate=(t.affine_rows_bound(upper, lower) if surrogate_payoff
-                                  else None),
-                bilinear_surrogate=(t.bilinear_values_bound(upper, lower)
-                                    if surrogate_payoff and t.num_bilinear else None),
-                ratios=ratios[0] if ratios is not None else None,
-                objective_surrogate=loss.detach())
+            loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
+        if autocast:
+            with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
+                rec = self._record(values, true, ratios, loss)
+        else:
+            with torch.no_grad():
+                rec = self._record(values, true, ratios, loss)
         if self._pending is None:
             self._pending = rec
         else:
             self._pending.add(rec)
         return loss
+
+    def _rates_loss(self, values: LeafValues, omega: torch.Tensor, lam: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor,
+                               tuple[torch.Tensor, torch.Tensor] | None]:
+        """``Σ c⁺·upper + c⁻·lower`` at the leaf costs of ``(ω, λ)`` (fp32, outside autocast),
+        with the true leaf values and the linearised ratios it used."""
+        t = self.terms
+        true = values.true.detach() if values.true.requires_grad else values.true
+        slacks = self._empty
+        if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
+            assert self.slacks is not None
+            slacks = self.slacks.current(true)
+        ratios = t.ratio_values(true) if t.num_linear else None
+        costs = t.leaf_costs(omega, lam, slacks, ratios)
+        if values.flat_bounds is not None:
+            loss = t.surrogate_flat(costs, values.flat_bounds)
+        else:
+            loss = t.surrogate(costs, values.upper, values.lower)
+        return loss, true, ratios
+
+    def _record(self, values: LeafValues, true: torch.Tensor,
+                ratios: tuple[torch.Tensor, torch.Tensor] | None, loss: torch.Tensor
+                ) -> _Pending:
+        """What :meth:`step` needs of this call (device tensors, no graph)."""
+        t = self.terms
+        affine_sur = bilinear_sur = None
+        if self.preset.multiplier_payoff == "surrogate":
+            upper, lower = values.upper.detach(), values.lower.detach()
+            affine_sur = t.affine_rows_bound(upper, lower)
+            if t.num_bilinear:
+                bilinear_sur = t.bilinear_values_bound(upper, lower)
+        return _Pending(
+            count=1, leaves=true, affine_true=t.affine_rows(true),
+            bilinear_true=t.bilinear_values(true) if t.num_bilinear else self._empty,
+            affine_surrogate=affine_sur, bilinear_surrogate=bilinear_sur,
+            ratios=ratios[0] if ratios is not None else None,
+            objective_surrogate=loss.detach())
 
     def step(self, scaler: torch.amp.GradScaler | None = None) -> None:
         """Step θ (the wrapped optimizer, through ``scaler`` if given), then the other players
@@ -306,46 +333,57 @@ class ConstrainedOptimizer:
         assert self._pending is not None
         pend = self._pending.mean()
         self._pending = None
-        t = self.terms
-        leaves = pend.leaves
-        omega, lam = (w.clone() for w in self.multipliers.weights())
-        with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
-            fixed = t.fixed_values(leaves) if t.num_fixed else self._empty
-            slacks = self._empty
-            if self.slacks is not None:
-                slacks = self.slacks.play(omega, lam, fixed, leaves, pend.bilinear_true, ok)
-            rows_true = t.row_values(pend.affine_true, pend.bilinear_true, slacks, fixed,
-                                     pend.ratios)
-            affine, gain, rows_sur = pend.affine_true, rows_true, rows_true
-            if pend.affine_surrogate is not None:      # a surrogate-payoff λ-player
-                bil = (pend.bilinear_surrogate if pend.bilinear_surrogate is not None
-                       else self._empty)
-                rows_sur = t.row_values(pend.affine_surrogate, bil, slacks, fixed, pend.ratios)
-                affine, gain = pend.affine_surrogate, rows_sur
-            context = None
-            if self.multipliers.name == "follow_the_leader":
-                context = DualContext(affine, fixed, self._gain_at(slacks), t.has_psi,
-                                      t.psi_leader)
-            self.multipliers.update(gain, ok=ok, context=context)
-            if t.affine_only:
-                objective_true, constraints_true = t.truth_from_rows(leaves, rows_true)
-            else:
-                objective_true, constraints_true = t.truth(leaves)
-            if constraints_true.numel():
-                # max(g, 0) for g <= 0 rows and |g| for g == 0 rows, in three ops.
-                viol = torch.maximum(constraints_true, -constraints_true * self._equality).max()
-            else:
-                viol = self._empty.sum()
-            self.monitor.update(viol, self.multipliers.saturation(), ok)
-        record = StepRecord(
-            step=self.steps, objective_true=objective_true,
-            objective_surrogate=pend.objective_surrogate, constraints_true=constraints_true,
-            rows_true=rows_true, rows_surrogate=rows_sur, objective_weight=omega,
-            multipliers=lam, slacks=slacks, leaves_true=leaves)
+        omega, lam = self.multipliers.weights_snapshot()
+        if torch.is_autocast_enabled(self.device.type):
+            with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
+                record = self._play_players(pend, omega, lam, ok)
+        else:
+            with torch.no_grad():
+                record = self._play_players(pend, omega, lam, ok)
         self.last = record
         self.steps += 1
         for hook in self._hooks:
             hook(record)
+
+    def _play_players(self, pend: _Pending, omega: torch.Tensor, lam: torch.Tensor,
+                      ok: torch.Tensor | None) -> StepRecord:
+        """Slacks, multipliers and the monitor from one step's records (see :meth:`step`)."""
+        t = self.terms
+        leaves = pend.leaves
+        fixed = t.fixed_values(leaves) if t.num_fixed else self._empty
+        slacks = self._empty
+        if self.slacks is not None:
+            slacks = self.slacks.play(omega, lam, fixed, leaves, pend.bilinear_true, ok)
+        rows_true = t.row_values(pend.affine_true, pend.bilinear_true, slacks, fixed,
+                                 pend.ratios)
+        affine, gain, rows_sur = pend.affine_true, rows_true, rows_true
+        if pend.affine_surrogate is not None:      # a surrogate-payoff λ-player
+            bil = (pend.bilinear_surrogate if pend.bilinear_surrogate is not None
+                   else self._empty)
+            rows_sur = t.row_values(pend.affine_surrogate, bil, slacks, fixed, pend.ratios)
+            affine, gain = pend.affine_surrogate, rows_sur
+        context = None
+        if self.multipliers.name == "follow_the_leader":
+            context = DualContext(affine, fixed, self._gain_at(slacks), t.has_psi,
+                                  t.psi_leader)
+        self.multipliers.update(gain, ok=ok, context=context)
+        if t.affine_only:
+            objective_true, constraints_true = t.truth_from_rows(leaves, rows_true)
+            viol = t.max_violation_from_rows(rows_true)
+        else:
+            objective_true, constraints_true = t.truth(leaves)
+            if constraints_true.numel():
+                # max(g, 0) for g <= 0 rows and |g| for g == 0 rows, in three ops.
+                viol = torch.maximum(constraints_true,
+                                     -constraints_true * self._equality).max()
+            else:
+                viol = self._empty.sum()
+        self.monitor.update(viol, self.multipliers.saturation(), ok)
+        return StepRecord(
+            step=self.steps, objective_true=objective_true,
+            objective_surrogate=pend.objective_surrogate, constraints_true=constraints_true,
+            rows_true=rows_true, rows_surrogate=rows_sur, objective_weight=omega,
+            multipliers=lam, slacks=slacks, leaves_true=leaves)
 
     def _gain_at(self, slacks: torch.Tensor
                  ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -24,8 +24,11 @@ def project_l1_ball_nonnegative(x: torch.Tensor, radius: float) -> torch.Tensor:
     The KKT conditions give ``λ = max(x - τ, 0)`` with the smallest ``τ >= 0`` such that the
     sum is at most ``radius``; ``τ > 0`` only depends on the positive part of ``x``, and is
     found by the sort-and-threshold rule of the simplex projection (Held et al.; Duchi et al.
-    2008). When the positive part already fits, the computed ``τ`` is negative and is clamped
-    to zero. ``radius = inf`` is the plain non-negative orthant.
+    2008): with ``u`` sorted descending, ``τ = (Σ_{i≤ρ} u_i − radius)/ρ`` at the last ``ρ``
+    with ``u_ρ > (Σ_{i≤ρ} u_i − radius)/ρ``, which is also the largest of the partial values
+    ``(Σ_{i≤j} u_i − radius)/j`` (they rise up to ``ρ`` and fall after it), so one ``max``
+    finds it. When the positive part already fits, ``τ`` is negative and is clamped to zero.
+    ``radius = inf`` is the plain non-negative orthant.
     """
     if x.dim() != 1:
         raise ValueError(f"expected a vector, got shape {tuple(x.shape)}")
@@ -34,13 +37,7 @@ def project_l1_ball_nonnegative(x: torch.Tensor, radius: float) -> torch.Tensor:
         return pos
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
-    u, _ = torch.sort(pos, descending=True)
-    css = torch.cumsum(u, 0)
-    k = torch.arange(1, x.numel() + 1, device=x.device, dtype=x.dtype)
-    # u sorted descending makes the condition true on a prefix: rho = its length (>= 1 when
-    # the sum exceeds the radius, since u_1 - (u_1 - radius) = radius > 0).
-    rho = (u - (css - radius) / k > 0).sum().clamp_min(1)
-    tau = (css.gather(0, (rho - 1).reshape(1)) - radius) / rho.to(x.dtype)
+    tau = _threshold(pos, radius)
     return (pos - tau.clamp_min(0.0)).clamp_min(0.0)
 
 
@@ -48,12 +45,22 @@ def project_simplex(x: torch.Tensor, total: float = 1.0) -> torch.Tensor:
     """Projection of ``x`` [n] onto ``{λ >= 0, Σ λ = total}``."""
     if x.dim() != 1 or x.numel() == 0:
         raise ValueError(f"expected a non-empty vector, got shape {tuple(x.shape)}")
+    return (x - _threshold(x, total)).clamp_min(0.0)
+
+
+# (n, device, dtype) → [1, 2, ..., n]: made once, not per projection.
+_COUNTS: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _threshold(x: torch.Tensor, total: float) -> torch.Tensor:
+    """``max_j (Σ_{i≤j} u_i − total)/j`` over ``u = sort(x)`` descending: the threshold τ of
+    the simplex projection (a device scalar)."""
+    key = (x.numel(), x.device, x.dtype)
+    k = _COUNTS.get(key)
+    if k is None:
+        k = _COUNTS[key] = torch.arange(1, x.numel() + 1, device=x.device, dtype=x.dtype)
     u, _ = torch.sort(x, descending=True)
-    css = torch.cumsum(u, 0)
-    k = torch.arange(1, x.numel() + 1, device=x.device, dtype=x.dtype)
-    rho = (u - (css - total) / k > 0).sum().clamp_min(1)
-    tau = (css.gather(0, (rho - 1).reshape(1)) - total) / rho.to(x.dtype)
-    return (x - tau).clamp_min(0.0)
+    return ((torch.cumsum(u, 0) - total) / k).max()
 
 
 def project_box(x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:

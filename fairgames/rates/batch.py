@@ -64,7 +64,7 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.groups = dict(self.groups)
-        self.group_values = {k: [str(v) for v in vs] for k, vs in dict(self.group_values).items()}
+        self.group_values = {k: _names(vs) for k, vs in dict(self.group_values).items()}
         if self.label_kind not in LABEL_KINDS:
             raise RatesError(f"label_kind must be one of {LABEL_KINDS}, got {self.label_kind!r}")
         labels = _tensor("labels", self.labels)
@@ -202,6 +202,24 @@ class Batch:
             tuple(self.source_names) if self.sources is not None else None,
             str(self.device),
         )
+
+
+# id(sequence) → (the sequence, its names as a tuple): a loop that passes the same list of
+# value names every step converts it once (the tuple also detects a list changed in place).
+_NAMES: dict[int, tuple[object, tuple[str, ...]]] = {}
+_NAMES_LIMIT = 256
+
+
+def _names(values: Sequence[object]) -> list[str]:
+    """``[str(v) for v in values]``, cached by identity for sequences of ``str``."""
+    hit = _NAMES.get(id(values))
+    if hit is not None and hit[0] is values and hit[1] == tuple(values):
+        return list(hit[1])
+    names = [str(v) for v in values]
+    if len(_NAMES) >= _NAMES_LIMIT:
+        _NAMES.clear()
+    _NAMES[id(values)] = (values, tuple(names))   # holds the sequence: its id stays unique
+    return names
 
 
 def _tensor(name: str, x: object) -> torch.Tensor:

@@ -17,6 +17,15 @@ How the pass stays flat as the number of leaves K grows:
    upper bound for positive coefficients and the lower bound for negative ones, so
    ``upper ≥ true ≥ lower`` leaf by leaf for bound surrogates.
 
+A training pass (scores ``[B]``, hard factors, no group loss) runs as ONE autograd node
+(:class:`_FusedPass`): its forward forms the columns without recording a graph (the surrogate's
+slopes come from :meth:`Surrogate.bounds_with_slopes`), and its backward maps the bounds'
+gradients back to the scores with the transposed matrix, one gather by cell and the saved
+slopes. Small plans apply the matrix as a dense mat-vec. The per-example cell codes are cached
+while the batch reuses the same label / group tensors (a full-batch loop pays them once).
+Mixtures, probabilities, soft groups, group losses and differentiable weights take the general
+pass, whose graph autograd records op by op; both give the same values.
+
 Denominators: in training mode a subset whose weight in the minibatch is (near) zero uses a
 running estimate of its proportion (an exponential moving average with bias correction, floored
 as TensorFlow Constrained Optimization does), so no NaN appears and no exception is raised
@@ -54,19 +63,50 @@ from .surrogates import Surrogate
 
 # A plan over more cells than this is refused: the per-step cell sums would dominate the pass.
 MAX_CELLS = 1 << 24
+# A plan whose matrix has at most this many entries is applied as a dense mat-vec.
+DENSE_LIMIT = 1 << 15
+# The fused pass sums columns per cell by a one-hot matrix product up to this many cells
+# (cells·B·columns MACs), by index_add beyond.
+ONEHOT_CELLS = 8
 
 
-@dataclass
 class LeafValues(LeafLookup):
     """Values of every leaf of an evaluator: ``true`` (0/1 rates, no gradient), and the
     differentiable surrogate bounds ``upper`` and ``lower``, each ``[K]`` in leaf order.
-    ``proportions`` are the subsets' weights relative to the batch (``[K]``, per leaf)."""
+    ``proportions`` are the subsets' weights relative to the batch (``[K]``, per leaf).
+    ``flat_bounds``, when set, is ``[upper, lower]`` as one differentiable ``[2K]`` tensor: a
+    consumer can take both bounds in one op, and ``upper`` / ``lower`` are then its views,
+    made on first access."""
 
-    true: torch.Tensor
-    upper: torch.Tensor
-    lower: torch.Tensor
-    index: dict[tuple, int]
-    proportions: torch.Tensor | None = None
+    def __init__(self, true: torch.Tensor, upper: torch.Tensor | None,
+                 lower: torch.Tensor | None, index: dict[tuple, int],
+                 proportions: torch.Tensor | None = None,
+                 flat_bounds: torch.Tensor | None = None) -> None:
+        if (upper is None or lower is None) and flat_bounds is None:
+            raise ValueError("give upper and lower, or flat_bounds")
+        self.true = true
+        self._upper, self._lower = upper, lower
+        self.index = index
+        self.proportions = proportions
+        self.flat_bounds = flat_bounds
+
+    @property
+    def upper(self) -> torch.Tensor:
+        if self._upper is None:
+            assert self.flat_bounds is not None
+            self._upper = self.flat_bounds[: self.true.shape[0]]
+        return self._upper
+
+    @property
+    def lower(self) -> torch.Tensor:
+        if self._lower is None:
+            assert self.flat_bounds is not None
+            self._lower = self.flat_bounds[self.true.shape[0]:]
+        return self._lower
+
+    def __repr__(self) -> str:
+        return (f"LeafValues(true={self.true!r}, upper={self.upper!r}, lower={self.lower!r}, "
+                f"proportions={self.proportions!r})")
 
     def position(self, leaf: Leaf) -> int:
         try:
@@ -95,21 +135,92 @@ class _Plan:
     hard_cells: int
     soft_cells: int
     columns: int
-    matrix: torch.Tensor            # sparse [3K + M, cells·columns] (coalesced, float64)
+    matrix: torch.Tensor            # sparse [3K + M + 1, cells·columns] (coalesced, float64;
+                                    # the last row sums the total weight)
     leaf_subset: torch.Tensor       # [K] subset index of each leaf
     n_leaves: int
     n_subsets: int
     rows: torch.Tensor              # the matrix's non-zeros: row ids, column ids, values
     cols: torch.Tensor
     values: dict[torch.dtype, torch.Tensor]   # values cast once per dtype
+    dense: dict[torch.dtype, torch.Tensor] | None = None   # the matrix, when small
+    identity: bool = False          # leaf i reads subset i (no gather of the denominators)
+    fused: _FusedPlan | None = None  # hard factors only and no group loss: the fused pass
 
     def apply(self, sums: torch.Tensor) -> torch.Tensor:
-        """``matrix @ sums``: gather the non-zeros' columns, scale, and add them up per row."""
+        """``matrix @ sums``: a dense mat-vec for a small matrix; otherwise gather the
+        non-zeros' columns, scale, and add them up per row."""
+        if self.dense is not None:
+            mat = self.dense.get(sums.dtype)
+            if mat is None:
+                mat = self.dense[sums.dtype] = self.dense[torch.float64].to(sums.dtype)
+            return torch.mv(mat, sums)
         vals = self.values.get(sums.dtype)
         if vals is None:
             vals = self.values[sums.dtype] = self.values[torch.float64].to(sums.dtype)
         out = torch.zeros(self.matrix.shape[0], dtype=sums.dtype, device=sums.device)
         return out.index_add(0, self.rows, vals * sums.index_select(0, self.cols))
+
+
+
+@dataclass
+class _Rows:
+    """A float32 linear map ``[n_in] → [n_out]`` given by non-zeros ``(row, col, value)``:
+    a dense mat-vec when small, else gather, scale and ``index_add`` (O(non-zeros))."""
+
+    n_out: int
+    dense: torch.Tensor | None
+    rows: torch.Tensor
+    cols: torch.Tensor
+    vals: torch.Tensor
+
+    @staticmethod
+    def build(rows: torch.Tensor, cols: torch.Tensor, vals: torch.Tensor, n_out: int,
+              n_in: int) -> _Rows:
+        vals = vals.to(torch.float32)
+        dense = None
+        if n_out * n_in <= DENSE_LIMIT:
+            dense = torch.zeros(n_out, n_in, dtype=torch.float32, device=vals.device)
+            dense.index_put_((rows, cols), vals, accumulate=True)
+        return _Rows(n_out, dense, rows, cols, vals)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dense is not None:
+            return torch.mv(self.dense, x)
+        out = torch.zeros(self.n_out, dtype=x.dtype, device=x.device)
+        return out.index_add_(0, self.rows, self.vals * x.index_select(0, self.cols))
+
+
+@dataclass
+class _FusedPlan:
+    """The fused pass's view of a plan (hard factors only, no group loss): the leaf rows
+    ``[3K]`` and the subset-weight rows ``[M + 1]`` of the matrix, and ``back``, the bounds'
+    rows transposed onto the ``2J`` upper / lower columns of every cell (``[2J·cells]``, row
+    ``2j + side`` of cell ``c`` at ``(2j + side)·cells + c``)."""
+
+    leaf: _Rows
+    den: _Rows
+    back: _Rows
+    onehot: bool        # sum per cell with a (weighted) one-hot matrix product
+
+
+@dataclass
+class _Layout:
+    """Per-batch-layout work of the fused pass, reused while the batch's factor tensors and
+    weights are the same objects at the same version: each example's cell, the one-hot
+    matrix, and the subsets' weights, proportions and running-estimate step."""
+
+    plan: _Plan
+    sources: list[torch.Tensor | None]
+    versions: list[int]
+    code: torch.Tensor                  # [B] cell of each example
+    weights: torch.Tensor | None        # [B] float32
+    onehot: torch.Tensor | None         # [cells, B]: weight of example i in its cell
+    dens: torch.Tensor | None = None    # [M] subset weights
+    total: torch.Tensor | None = None   # the batch's weight
+    keep: torch.Tensor | None = None    # [M] proportion above the floor
+    step: torch.Tensor | None = None    # [M] (1 − decay)·proportion, float64
+    prop: torch.Tensor | None = None    # [K] each leaf's subset proportion
 
 
 class RateEvaluator(torch.nn.Module):
@@ -167,7 +278,18 @@ class RateEvaluator(torch.nn.Module):
         self.register_buffer("running_average", torch.zeros(m, dtype=torch.float64))
         self.register_buffer("running_decay_power", torch.ones((), dtype=torch.float64))
         self.register_buffer("nonfinite_seen", torch.zeros((), dtype=torch.bool))
+        # The fused pass adds each batch's score sum here (one op; NaN/inf stick) instead of
+        # testing every score; check_finite and state_dict fold it into nonfinite_seen.
+        self.register_buffer("_score_total", torch.zeros((), dtype=torch.float64),
+                             persistent=False)
+        # A host copy of running_decay_power (decay^updates, the same float64 products), so
+        # the bias correction is a host scalar; re-read when a state dict is loaded.
+        self._power_host = 1.0
         self._plans: dict[tuple, _Plan] = {}
+        self._layout_cache: _Layout | None = None
+        self._constants: dict[tuple, torch.Tensor] = {}
+        self._scratch: dict[torch.device, torch.Tensor] = {}
+        self._scratch_cols: dict[tuple, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ compile
     def _plan(self, batch: Batch) -> _Plan:
@@ -289,16 +411,37 @@ class RateEvaluator(torch.nn.Module):
         for m, mem in enumerate(membership):
             cell_ids = np.nonzero(mem)[0]
             put(3 * k + m, cell_ids, 0, np.ones(len(cell_ids)))
+        # The last row is the batch's total weight (the proportions' denominator).
+        n_rows = 3 * k + len(self.subsets) + 1
+        put(n_rows - 1, np.arange(cells), 0, np.ones(cells))
         index = torch.from_numpy(np.stack([np.concatenate(rows), np.concatenate(cols)]))
         values = torch.from_numpy(np.concatenate(vals)).to(torch.float64)
         matrix = torch.sparse_coo_tensor(
-            index, values, (3 * k + len(self.subsets), cells * columns),
-            check_invariants=True).coalesce()
+            index, values, (n_rows, cells * columns), check_invariants=True).coalesce()
         matrix = matrix.to(batch.device)
         rows, cols = matrix.indices()
-        return _Plan(factors, hard_cells, soft_cells, columns, matrix,
+        plan = _Plan(factors, hard_cells, soft_cells, columns, matrix,
                      torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets),
                      rows, cols, {torch.float64: matrix.values()})
+        plan.identity = self._leaf_subset == list(range(len(self.subsets)))
+        if n_rows * cells * columns <= DENSE_LIMIT:
+            plan.dense = {torch.float64: matrix.to_dense()}
+        if not soft and not self.losses and n_ind:
+            vals64 = matrix.values()
+            leaf, den = rows < 3 * k, rows >= 3 * k
+            # bounds' rows → (2j + side)·cells + cell for the upper / lower columns only
+            col, cell = cols % columns, cols // columns
+            side = col - 2 - 3 * ((col - 1) // 3)          # 0: upper, 1: lower, <0: hit, w
+            back = (rows >= k) & leaf & (col > 0) & (side >= 0)
+            back_cols = (2 * ((col - 1) // 3) + side) * cells + cell
+            plan.fused = _FusedPlan(
+                leaf=_Rows.build(rows[leaf], cols[leaf], vals64[leaf], 3 * k, cells * columns),
+                den=_Rows.build(rows[den] - 3 * k, cols[den], vals64[den], n_rows - 3 * k,
+                                cells * columns),
+                back=_Rows.build(back_cols[back], rows[back] - k, vals64[back],
+                                 2 * n_ind * cells, 2 * k),
+                onehot=cells <= ONEHOT_CELLS)
+        return plan
 
     # ------------------------------------------------------------------ the pass
     def cell_sums(self, batch: Batch, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -366,33 +509,153 @@ class RateEvaluator(torch.nn.Module):
     def _combine(self, plan: _Plan, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = plan.apply(sums)
         k = plan.n_leaves
-        return out[: 3 * k], out[3 * k:]
+        return out[: 3 * k], out[3 * k: 3 * k + plan.n_subsets]
 
     def forward(self, batch: Batch, *, update: bool | None = None) -> LeafValues:
         """One fused pass on a (mini)batch. ``update`` defaults to ``self.training``."""
         plan = self._plan(batch)
-        with torch.autocast(device_type=batch.device.type, enabled=False):
-            sums = self._cell_sums(plan, batch, torch.float32)
-            nums, dens = self._combine(plan, sums)
-            total = sums.reshape(-1, plan.columns)[:, 0].sum()
-            prop = dens / total
-            running = self.running_average
-            power = self.running_decay_power
-            if self.training if update is None else update:
-                with torch.no_grad():
-                    running.mul_(self.decay).add_((1.0 - self.decay) * prop.detach().double())
-                    power.mul_(self.decay)
-            estimate = (running / (1.0 - power).clamp_min(1e-300)).to(prop.dtype)
-            estimate = estimate.clamp_min(self.floor)
-            if self.denominator == "running":
-                den = estimate * total
+        update = self.training if update is None else update
+        device_type = batch.device.type
+        if torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type=device_type, enabled=False):
+                return self._forward(plan, batch, update)
+        return self._forward(plan, batch, update)
+
+    def _forward(self, plan: _Plan, batch: Batch, update: bool) -> LeafValues:
+        k = plan.n_leaves
+        if (plan.fused is not None and batch.scores is not None
+                and batch.mixture_weights is None
+                and (batch.weights is None or not batch.weights.requires_grad)):
+            layout = self._layout(plan, batch)
+            true, bounds = _FusedPass.apply(batch.scores, self, layout, update)
+            return LeafValues(true, None, None, self.index, layout.prop, bounds)
+        sums = self._cell_sums(plan, batch, torch.float32)
+        out = plan.apply(sums)
+        nums = out[: 3 * k]
+        den, prop = self._denominators(plan, out, update)
+        true = (nums[:k] / den).detach()
+        return LeafValues(true, nums[k:2 * k] / den, nums[2 * k:] / den, self.index, prop)
+
+    def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each leaf's denominator and proportion ``[K]`` from the plan's output (numerators,
+        subset weights, total weight); updates the running estimates when ``update``."""
+        k, m = plan.n_leaves, plan.n_subsets
+        dens, total = out[3 * k: 3 * k + m], out[3 * k + m]
+        prop = dens / total
+        if update:
+            with torch.no_grad():
+                self.running_average.mul_(self.decay).add_(
+                    (1.0 - self.decay) * prop.detach().double())
+                self.running_decay_power.mul_(self.decay)
+            self._power_host *= self.decay
+        correction = max(1.0 - self._power_host, 1e-300)
+        estimate = (self.running_average / correction).to(prop.dtype).clamp_min(self.floor)
+        if self.denominator == "running":
+            den = estimate * total
+        else:
+            den = torch.where(prop > self.floor, dens, estimate * total)
+        if plan.identity:
+            return den, prop
+        return den[plan.leaf_subset], prop[plan.leaf_subset]
+
+    def _layout(self, plan: _Plan, batch: Batch) -> _Layout:
+        """The batch's :class:`_Layout`, cached while its factor tensors and weights are the
+        same objects at the same version (a full-batch loop computes it once)."""
+        sources: list[torch.Tensor | None] = []
+        for f in plan.factors:
+            if f.name == "label":
+                sources.append(batch.labels)
+            elif f.name == "baseline":
+                sources.append(batch.baseline_scores)
+            elif f.name == "source":
+                sources.append(batch.sources)
             else:
-                den = torch.where(prop > self.floor, dens, estimate * total)
-            den = den[plan.leaf_subset]
-            k = plan.n_leaves
-            true = (nums[:k] / den).detach()
-            return LeafValues(true, nums[k:2 * k] / den, nums[2 * k:] / den, self.index,
-                              prop[plan.leaf_subset])
+                sources.append(batch.groups[f.name[6:]])
+        sources.append(batch.weights)
+        cached = self._layout_cache
+        if (cached is not None and cached.plan is plan and len(cached.sources) == len(sources)
+                and all(a is b and (a is None or a._version == v) for a, b, v in
+                        zip(cached.sources, sources, cached.versions, strict=True))):
+            return cached
+        code: torch.Tensor | None = None
+        for f, x in zip(plan.factors, sources[:-1], strict=True):
+            assert x is not None
+            x = (x > 0).long() if f.name == "baseline" else x.long()
+            code = x if code is None else torch.add(x, code, alpha=f.size)   # code·size + x
+        if code is None:
+            code = torch.zeros(batch.size, dtype=torch.long, device=batch.device)
+        w = batch.weights
+        if w is not None and w.dtype != torch.float32:
+            w = w.to(torch.float32)
+        onehot = None
+        assert plan.fused is not None
+        if plan.fused.onehot:
+            onehot = torch.zeros(plan.hard_cells, batch.size, device=batch.device)
+            if w is None:
+                onehot.scatter_(0, code.unsqueeze(0), 1.0)
+            else:
+                onehot.scatter_(0, code.unsqueeze(0), w.unsqueeze(0))
+        layout = _Layout(plan, sources, [x._version if x is not None else 0 for x in sources],
+                         code, w, onehot)
+        self._layout_cache = layout
+        return layout
+
+    def _layout_denominators(self, layout: _Layout, out: torch.Tensor) -> None:
+        """Fill the layout's subset weights, proportions and running-estimate step from the
+        subset-weight rows ``[M + 1]`` (the last one the total)."""
+        m = layout.plan.n_subsets
+        layout.dens, layout.total = out[:m], out[m]
+        prop = layout.dens / layout.total
+        layout.keep = prop > self.floor
+        layout.step = (1.0 - self.decay) * prop.double()
+        layout.prop = prop if layout.plan.identity else prop[layout.plan.leaf_subset]
+
+    def _fused_denominators(self, layout: _Layout, update: bool) -> torch.Tensor:
+        """Each leaf's denominator ``[K]`` (the layout's weights, or the running estimates of
+        subsets below the floor), after the running update when ``update``."""
+        if update:
+            self.running_average.mul_(self.decay).add_(layout.step)
+            self.running_decay_power.mul_(self.decay)
+            self._power_host *= self.decay
+        estimate = self._estimate_buffer(layout.keep)  # type: ignore[arg-type]
+        torch.div(self.running_average, max(1.0 - self._power_host, 1e-300), out=estimate)
+        estimate.clamp_min_(self.floor).mul_(layout.total)
+        if self.denominator == "running":
+            den = estimate.clone()
+        else:
+            den = torch.where(layout.keep, layout.dens, estimate)  # type: ignore[arg-type]
+        return den if layout.plan.identity else den[layout.plan.leaf_subset]
+
+    def _estimate_buffer(self, like: torch.Tensor) -> torch.Tensor:
+        """A reused float32 ``[M]`` scratch vector on ``like``'s device."""
+        buf = self._scratch.get(like.device)
+        if buf is None:
+            buf = self._scratch[like.device] = torch.empty(
+                len(self.subsets), dtype=torch.float32, device=like.device)
+        return buf
+
+    def _columns(self, columns: int, like: torch.Tensor) -> torch.Tensor:
+        """A reused ``[C, B]`` float32 buffer whose row 0 holds ones (the other rows are
+        overwritten by every pass; it never leaves the pass)."""
+        key = (columns, like.shape[0], like.device)
+        buf = self._scratch_cols.get(key)
+        if buf is None:
+            buf = self._scratch_cols[key] = torch.empty(columns, like.shape[0],
+                                                        dtype=torch.float32, device=like.device)
+            buf[0] = 1.0
+        return buf
+
+    def _constant(self, value: float, like: torch.Tensor, size: int | None = None
+                  ) -> torch.Tensor:
+        """A cached constant (a scalar, or a vector of ``size``) on ``like``'s device/dtype."""
+        key = (value, size, like.device, like.dtype)
+        out = self._constants.get(key)
+        if out is None:
+            shape = () if size is None else (size,)
+            out = self._constants[key] = torch.full(shape, value, dtype=like.dtype,
+                                                    device=like.device)
+        return out
 
     # ------------------------------------------------------------------ whole splits
     @torch.no_grad()
@@ -426,16 +689,100 @@ class RateEvaluator(torch.nn.Module):
         return LeafValues(nums[:k] / den, nums[k:2 * k] / den, nums[2 * k:] / den, self.index,
                           dens[plan.leaf_subset] / n_all)
 
+    def _fold_nonfinite(self) -> None:
+        """Fold the fused passes' score sum into ``nonfinite_seen`` (device ops, no sync)."""
+        self.nonfinite_seen.logical_or_(~torch.isfinite(self._score_total))
+        self._score_total.zero_()
+
     def check_finite(self) -> None:
         """Raise if any training pass since the last reset saw a NaN/inf score (syncs)."""
+        self._fold_nonfinite()
         if bool(self.nonfinite_seen):
             self.nonfinite_seen.zero_()
             raise NonFiniteScoresError("the model produced NaN or infinite scores during "
                                        "training (detected on the device since the last check)")
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):  # type: ignore[no-untyped-def]
+        self._fold_nonfinite()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super()._load_from_state_dict(*args, **kwargs)
+        self._score_total.zero_()
+        self._power_host = float(self.running_decay_power)   # loading may sync, a step not
+
     def extra_repr(self) -> str:
         return (f"leaves={len(self.leaves)}, subsets={len(self.subsets)}, "
                 f"surrogate={self.surrogate.kind}, denominator={self.denominator}")
+
+
+class _FusedPass(torch.autograd.Function):
+    """The training pass as one autograd node (see the module docstring).
+
+    Forward, outside autograd: the columns ``[1, 1[s > z], upper, lower]`` per indicator as
+    rows of a ``[C, B]`` buffer, their weighted sums per cell (one one-hot product or one
+    ``index_add``), the leaf rows of the matrix, and the denominators (the subsets' weights
+    come from the cached layout). Outputs ``true`` [K] (no gradient) and
+    ``bounds = [upper, lower]`` [2K]. Backward: the bounds' gradient divided by the
+    denominators, through the transposed bound rows onto each cell's upper / lower columns,
+    gathered per example (with its weight) and multiplied by the saved slopes.
+    """
+
+    @staticmethod
+    def forward(ctx, scores: torch.Tensor, ev: RateEvaluator,  # type: ignore[override]
+                layout: _Layout, update: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)
+        plan = layout.plan
+        fused = plan.fused
+        assert fused is not None
+        s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
+        ev._score_total.add_(s.sum())
+        cols = ev._columns(plan.columns, s)                 # [C, B]; row 0 holds ones
+        slopes = []
+        for j, ind in enumerate(ev.indicators):
+            margin = s - ind.threshold if ind.threshold else s
+            r = 1 + 3 * j
+            torch.heaviside(margin, ev._constant(0.0 if ind.strict else 1.0, s), out=cols[r])
+            slopes.append(ev.surrogate.fill_bounds(margin, cols[r + 1: r + 3]))
+        if layout.onehot is not None:
+            sums = torch.mm(layout.onehot, cols.t())         # [cells, C]
+        else:
+            src = cols.t() if layout.weights is None else cols.t() * layout.weights.unsqueeze(1)
+            sums = torch.zeros(plan.hard_cells, plan.columns, device=s.device)
+            sums.index_add_(0, layout.code, src)
+        flat = sums.view(-1)
+        if layout.dens is None:
+            ev._layout_denominators(layout, fused.den(flat))
+        den = ev._fused_denominators(layout, update)
+        k = plan.n_leaves
+        values = fused.leaf(flat).view(3, k) / den
+        if ctx.needs_input_grad[0]:
+            slope = slopes[0] if len(slopes) == 1 else torch.cat(slopes, dim=0)
+            ctx.save_for_backward(den, slope)
+            ctx.layout, ctx.score_dtype = layout, scores.dtype
+        true = values[0]
+        ctx.mark_non_differentiable(true)
+        return true, values[1:].view(-1)
+
+    @staticmethod
+    def backward(ctx, _g_true: torch.Tensor | None,  # type: ignore[override]
+                 g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        if g_bounds is None or not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        den, slope = ctx.saved_tensors
+        layout: _Layout = ctx.layout
+        plan = layout.plan
+        assert plan.fused is not None
+        g = (g_bounds.reshape(2, plan.n_leaves).to(torch.float32) / den).view(-1)
+        per_cell = plan.fused.back(g).view(-1, plan.hard_cells)     # [2J, cells]
+        if layout.onehot is not None:
+            per = torch.mm(per_cell, layout.onehot)                # [2J, B], weighted
+        else:
+            per = per_cell.index_select(1, layout.code)
+            if layout.weights is not None:
+                per = per * layout.weights
+        grad = (per * slope).sum(0)
+        return grad.to(ctx.score_dtype), None, None, None
 
 
 def _resolve(value: str | int, names: Sequence[str], what: str) -> int:

@@ -23,6 +23,19 @@ import torch.nn.functional as F
 
 KINDS = ("hinge", "logistic", "sigmoid", "ramp")
 
+# (device, dtype) → (the column signs [[+1], [−1]] that evaluate ``f(±m)`` in one op, 1.0).
+_CONSTANTS: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _constants(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (like.device, like.dtype)
+    out = _CONSTANTS.get(key)
+    if out is None:
+        out = _CONSTANTS[key] = (
+            torch.tensor([[1.0], [-1.0]], device=like.device, dtype=like.dtype),
+            torch.ones((), device=like.device, dtype=like.dtype))
+    return out
+
 
 @dataclass(frozen=True)
 class Surrogate:
@@ -60,3 +73,35 @@ class Surrogate:
         # 1[m > 0] = 1 - 1[-m >= 0], so an upper bound of the negated indicator gives a lower bound.
         lower = 1.0 - self._upper(-m)
         return upper, lower
+
+    @torch.no_grad()
+    def fill_bounds(self, margin: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Write ``[upper; lower]`` at ``margin`` [B] into ``out`` [2, B] (the same values as
+        :meth:`bounds`), outside autograd, and return the slopes ``d(upper, lower)/d margin``
+        [2, B] (a bool mask for the unscaled hinge): the fused evaluator's backward.
+
+        A bound's two sides are one op on ``[m; −m]``: ``lower = 1 − upper(−m)``.
+        """
+        m = margin / self.scale if self.scale != 1.0 else margin
+        one = _constants(m)[1]
+        if self.kind == "hinge":
+            # [1 + m; 1 − m]: m·(±1) is exact, so each sum rounds as 1.0 + m does
+            torch.addcmul(one, _constants(m)[0], m.unsqueeze(0), out=out)
+            out.relu_()
+            slopes: torch.Tensor = out > 0                    # relu's backward mask
+            torch.sub(one, out[1], out=out[1])
+        elif self.kind == "logistic":
+            torch.mul(_constants(m)[0], m.unsqueeze(0), out=out)
+            slopes = torch.sigmoid(out).div_(math.log(2.0))   # d softplus = sigmoid
+            torch.div(F.softplus(out), math.log(2.0), out=out)
+            torch.sub(one, out[1], out=out[1])
+        elif self.kind == "sigmoid":
+            torch.sigmoid(m, out=out[0])
+            out[1].copy_(out[0])
+            slopes = ((1.0 - out[0]) * out[0]).unsqueeze(0).expand(2, -1)
+        else:  # ramp: clamp(0.5 + m, 0, 1); clamp's backward passes the closed interval
+            t = 0.5 + m
+            torch.clamp(t, 0.0, 1.0, out=out[0])
+            out[1].copy_(out[0])
+            slopes = ((t >= 0.0) & (t <= 1.0)).unsqueeze(0).expand(2, -1)
+        return slopes if self.scale == 1.0 else slopes / self.scale

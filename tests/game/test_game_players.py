@@ -76,7 +76,8 @@ def _stationary(q: np.ndarray) -> np.ndarray:
     return v / v.sum()
 
 
-@pytest.mark.parametrize("method,rows", [("squaring", 3), ("power", 3), ("squaring", 20)])
+@pytest.mark.parametrize("method,rows", [("squaring", 3), ("power", 3), ("squaring", 20),
+                                         ("tree", 1), ("tree", 2), ("auto", 2)])
 def test_swap_regret_follows_the_multiplicative_update_and_its_stationary_distribution(
         method, rows):
     rng = np.random.default_rng(0)

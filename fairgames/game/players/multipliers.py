@@ -85,6 +85,12 @@ class MultiplierPlayer:
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`weights` as they are now, unchanged by later updates (clones, unless the
+        player's update rebinds its state instead of writing it in place)."""
+        omega, lam = self.weights()
+        return omega.clone(), lam.clone()
+
     def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
                context: DualContext | None = None) -> None:
         raise NotImplementedError
@@ -147,6 +153,7 @@ class GradientAscent(MultiplierPlayer):
         self.lam = torch.nn.Parameter(project_l1_ball_nonnegative(
             torch.full((num_rows,), float(initial), device=self.device, dtype=self.dtype),
             self.radius), requires_grad=False)
+        self._lam = self.lam.data      # the same storage, without a detach per access
         self.optimizer: torch.optim.Optimizer | None = None
         if optimizer is None:
             pass      # plain OGD λ + η·gain, without torch.optim's per-step overhead
@@ -159,7 +166,10 @@ class GradientAscent(MultiplierPlayer):
             raise ValueError("the multiplier optimizer must ascend: build it with maximize=True")
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._one, self.lam.data
+        return self._one, self._lam
+
+    def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._one, self._lam.clone()     # ω is the constant 1
 
     def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
                context: DualContext | None = None) -> None:
@@ -167,8 +177,9 @@ class GradientAscent(MultiplierPlayer):
         if self.num_rows == 0:
             return
         if self.optimizer is None:
-            new = project_l1_ball_nonnegative(self.lam.data + self.lr * g, self.radius)
-            _commit(self.lam.data, new, ok)
+            new = project_l1_ball_nonnegative(torch.add(self._lam, g, alpha=self.lr),
+                                              self.radius)
+            _commit(self._lam, new, ok)
             return
         saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         if ok is not None:
@@ -190,10 +201,10 @@ class GradientAscent(MultiplierPlayer):
         return out
 
     def saturation(self) -> torch.Tensor:
-        return self.lam.data.sum() / self.radius
+        return self._lam.sum() / self.radius
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        return {"lam": self.lam.data}
+        return {"lam": self._lam}
 
     def state_dict(self) -> dict[str, Any]:
         # A deep copy: torch's optimizer state_dict aliases the live state tensors.
@@ -235,6 +246,9 @@ class ExponentiatedGradient(MultiplierPlayer):
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._one, self._lam(self.theta)
+
+    def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.weights()      # computed afresh from θ (updated in place) at every call
 
     def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
                context: DualContext | None = None) -> None:
@@ -342,10 +356,18 @@ class SwapRegret(MultiplierPlayer):
     radius κ is needed. The start puts all but ``minimum`` of the mass on the objective.
 
     ``v`` is computed without a sync (``linalg.solve`` would sync inside its LU solve):
-    ``method="squaring"`` takes ``Q^(2^16)·v`` by repeated squaring (exact to float precision
-    for any spectral gap above 1e-4; O(M³), the default up to 32 rows), ``"power"`` runs a
-    FIXED number of power iterations warm-started at the previous ``v`` (O(M²) each; the
-    default beyond 32 rows, where ``v`` is tracked across steps as ``Q`` drifts slowly).
+    ``method="tree"`` (the default up to 2 rows, i.e. ``M + 1 <= 3``) uses the Markov chain
+    tree theorem, ``v_i ∝ Σ_{trees into i} Π q``: for 3 states
+    ``v_i ∝ q_ij·q_ik + q_kj·q_ik + q_jk·q_ij``, a sum of positive products, so exact to float
+    precision (no cancellation) in five ops; ``method="squaring"`` takes ``Q^(2^16)·v`` by
+    repeated squaring (exact to float precision for any spectral gap above 1e-4; O(M³), the
+    default up to 32 rows), ``"power"`` runs a FIXED number of power iterations warm-started at
+    the previous ``v`` (O(M²) each; the default beyond 32 rows, where ``v`` is tracked across
+    steps as ``Q`` drifts slowly). All three give the same ``v`` to float precision (the
+    tests compare them with an eigenvector solve at 1e-7).
+
+    An update builds new ``q``/``v`` tensors and rebinds them (``torch.where`` against the old
+    ones when a step is masked), so the weights a step played stay valid without a copy.
     """
 
     name = "swap_regret"
@@ -358,13 +380,22 @@ class SwapRegret(MultiplierPlayer):
             raise ValueError(f"lr must be positive, got {lr}")
         if not 0 < minimum < 1:
             raise ValueError(f"minimum must lie in (0, 1), got {minimum}")
-        if method not in ("auto", "power", "squaring"):
-            raise ValueError(f"method must be 'auto', 'power' or 'squaring', got {method!r}")
+        if method not in ("auto", "tree", "power", "squaring"):
+            raise ValueError(f"method must be 'auto', 'tree', 'power' or 'squaring', got "
+                             f"{method!r}")
         if power_iterations < 1:
             raise ValueError(f"power_iterations must be at least 1, got {power_iterations}")
         n = num_rows + 1
+        if method == "tree" and n > 3:
+            raise ValueError(f"method='tree' is for at most 2 rows, got {num_rows}")
         self.lr, self.minimum = float(lr), float(minimum)
-        self.method = method if method != "auto" else ("squaring" if n <= 32 else "power")
+        self.method = method if method != "auto" else (
+            "tree" if n <= 3 else "squaring" if n <= 32 else "power")
+        # Flat indices of the tree theorem's factors: v_i ∝ Σ_t idx[0, t, i]·idx[1, t, i].
+        tree = {2: [[[1, 2]], [[1, 2]]],
+                3: [[[1, 3, 6], [7, 6, 3], [5, 2, 1]],     # q_ij, q_kj, q_jk
+                    [[2, 5, 7], [2, 5, 7], [1, 3, 6]]]}.get(n)  # q_ik, q_ik, q_ij
+        self._tree = (torch.tensor(tree, device=self.device) if tree is not None else None)
         self.power_iterations = int(power_iterations)
         self.floor = minimum / n
         one = 1.0 - minimum * (n - 1) / n
@@ -374,11 +405,22 @@ class SwapRegret(MultiplierPlayer):
         self.v[0] = one
         self.v.copy_(self._stationary(self.q, self.v))
         self._zero = torch.zeros(1, device=self.device, dtype=self.dtype)
+        self._split()
+
+    def _split(self) -> None:
+        """Views ``(ω, λ)`` of the current ``v`` (made once per update, not per read)."""
+        self._weights = (self.v[0], self.v[1:])
 
     def _stationary(self, q: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
         if q.shape[0] == 1:
             return torch.ones_like(start)
-        if self.method == "squaring":
+        if self.method == "tree":
+            assert self._tree is not None
+            if self._tree.shape[1] == 1:         # 2 states: v ∝ (q_01, q_10)
+                v = torch.take(q, self._tree[0, 0])
+            else:
+                v = torch.take(q, self._tree).prod(0).sum(0)
+        elif self.method == "squaring":
             v = torch.linalg.matrix_power(q, 1 << 16) @ start
         else:
             v = start
@@ -387,22 +429,33 @@ class SwapRegret(MultiplierPlayer):
         return v / v.sum()
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.v[0], self.v[1:]
+        return self._weights
+
+    def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._weights        # update() rebinds v: these stay what this step played
 
     def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
                context: DualContext | None = None) -> None:
         g = self._check_gain(gain)
         delta = torch.cat([self._zero, g])
-        # Clamped exponent: a huge gain (a ψ row far off) must not overflow to inf.
-        q = self.q * torch.exp(torch.outer(self.lr * delta, self.v).clamp(-50.0, 50.0))
-        q = (q / q.sum(0, keepdim=True)).clamp_min(self.floor)
-        q = q / q.sum(0, keepdim=True)
+        # η·Δ·vᵀ, with a clamped exponent: a huge gain (a ψ row far off) must not overflow.
+        q = torch.addr(self.q, delta, self.v, beta=0.0, alpha=self.lr)
+        q = q.clamp_(-50.0, 50.0).exp_().mul_(self.q)
+        q = q.div_(q.sum(0, keepdim=True)).clamp_min_(self.floor)
+        q = q.div_(q.sum(0, keepdim=True))
         v = self._stationary(q, self.v)
-        _commit(self.q, q, ok)
-        _commit(self.v, v, ok)
+        if ok is None:
+            self.q, self.v = q, v
+        else:
+            self.q, self.v = torch.where(ok, q, self.q), torch.where(ok, v, self.v)
+        self._split()
 
     def saturation(self) -> torch.Tensor:
-        return 1.0 - self.v[0]
+        return 1.0 - self._weights[0]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._split()
 
     def _tensors(self) -> dict[str, torch.Tensor]:
         return {"q": self.q, "v": self.v}

@@ -1,0 +1,91 @@
+"""The fused training pass (one autograd node) equals the general, op-by-op pass: values,
+proportions, running estimates and gradients, for every surrogate, with and without weights,
+thresholds, one-hot and index_add cell sums, reused (cached layout) and fresh batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fairgames.rates as R
+from fairgames.rates import Batch, RateEvaluator, group
+
+
+def _items(names: list[str]) -> list:
+    return ([R.true_positive_rate(group("a", v)) for v in names]
+            + [R.error_rate(), *R.score_rates([0.0, 0.5], group("a", names[0])),
+               R.true_negative_rate(group("a", names[-1]))])
+
+
+def _run(kind: str, weighted: bool, fresh: bool, denominator: str, values: int, fused: bool):
+    names = [f"v{i}" for i in range(values)]
+    ev = RateEvaluator(_items(names), kind, denominator=denominator)
+    gen = torch.Generator().manual_seed(0)
+    n = 300
+    out = []
+    g = y = w = None
+    for step in range(4):
+        if fresh or step == 0:
+            g = torch.randint(0, values, (n,), generator=gen)
+            if step == 2:
+                g = torch.zeros(n, dtype=torch.long)         # the other values are empty
+            y = (torch.rand(n, generator=gen) < 0.5).float()
+            w = torch.rand(n, generator=gen) + 0.1 if weighted else None
+        s = (torch.randn(n, generator=gen) * 2).requires_grad_()
+        batch = Batch(scores=s, labels=y, weights=w, groups={"a": g},
+                      group_values={"a": names})
+        plan = ev._plan(batch)
+        assert plan.fused is not None
+        if not fused:
+            plan.fused = None
+        v = ev(batch)
+        c = torch.randn(len(v.upper), generator=torch.Generator().manual_seed(step))
+        (grad,) = torch.autograd.grad((c * v.upper).sum() + (c.flip(0) * v.lower).sum(), s)
+        out.append([v.true, v.upper.detach(), v.lower.detach(), v.proportions, grad,
+                    ev.running_average.clone()])
+        if not fused:
+            ev._plans.clear()       # compile afresh (fused) for the next batch of the loop
+    return out
+
+
+@pytest.mark.parametrize("kind", ["hinge", "logistic", "sigmoid", "ramp"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("fresh", [False, True], ids=["same_batch", "minibatches"])
+@pytest.mark.parametrize("values", [2, 12], ids=["onehot", "index_add"])
+def test_fused_pass_equals_the_general_pass(kind, weighted, fresh, values):
+    for denominator in ("batch", "running"):
+        fused = _run(kind, weighted, fresh, denominator, values, True)
+        general = _run(kind, weighted, fresh, denominator, values, False)
+        for a, b in zip(fused, general, strict=True):
+            for x, z in zip(a, b, strict=True):
+                torch.testing.assert_close(x.double(), z.double(), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_pass_is_one_autograd_node_and_flat_bounds_are_upper_then_lower():
+    ev = RateEvaluator([R.true_positive_rate(group("a", v)) for v in ("x", "y")])
+    s = torch.randn(50, requires_grad=True)
+    batch = Batch(scores=s, labels=(torch.rand(50) < 0.5).float(),
+                  groups={"a": torch.randint(0, 2, (50,))}, group_values={"a": ["x", "y"]})
+    v = ev(batch)
+    assert v.flat_bounds is not None and not v.true.requires_grad
+    assert v.flat_bounds.grad_fn.name() == "_FusedPassBackward"
+    torch.testing.assert_close(v.flat_bounds, torch.cat([v.upper, v.lower]))
+    assert bool((v.upper >= v.true).all() & (v.true >= v.lower).all())
+
+
+def test_a_changed_label_tensor_invalidates_the_cached_layout():
+    names = ["x", "y"]
+    ev = RateEvaluator([R.true_positive_rate(group("a", v)) for v in names])
+    s = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    y = torch.tensor([1.0, 1.0, 1.0, 0.0])
+    g = torch.tensor([0, 0, 1, 1])
+    fields = {"groups": {"a": g}, "group_values": {"a": names}}
+
+    def tpr() -> list[float]:
+        return ev(Batch(scores=s, labels=y, **fields)).true.tolist()
+
+    assert tpr() == pytest.approx([0.5, 1.0])
+    y[3] = 1.0                                  # in place: the version counter moves
+    assert tpr() == pytest.approx([0.5, 0.5])
+    g[1] = 1                                    # example 1 (a miss) moves to group y
+    assert tpr() == pytest.approx([1.0, 1 / 3])
