@@ -119,7 +119,13 @@ class MinibatchSampler:
     # ---------------------------------------------------------------- helpers
     def _permutation(self, size: int, stream: int, epoch: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(_epoch_seed(self.seed, stream, epoch))
-        return torch.randperm(size, generator=gen).to(self.device)
+        perm = torch.randperm(size, generator=gen)   # drawn on the CPU: the same on any device
+        if self.device.type != "cuda":
+            return perm.to(self.device)
+        # A copy from pageable memory makes the host wait for the device; from pinned memory
+        # with non_blocking it is queued on the stream (the pinned block is kept alive by the
+        # host allocator until the copy has run).
+        return perm.pin_memory().to(self.device, non_blocking=True)
 
     @property
     def batches_per_epoch(self) -> int:
