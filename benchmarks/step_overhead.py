@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +38,9 @@ import torch.nn.functional as F
 
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import Batch, group, true_positive_rate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_overhead.json"
 COOPER_REFERENCE_RATIO = 1.60 / 0.59      # issue 5: cooper 1.60 ms vs plain 0.59 ms
@@ -208,25 +210,6 @@ def _cooper(kind: str, x, y, g, device, steps: int, repeats: int) -> float | str
         return f"error: {type(e).__name__}: {e}"
 
 
-def machine(device: torch.device) -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        git = "unknown"
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"cpu": cpu, "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "device": name, "git": git}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: K in {2, 8}, few steps")
@@ -292,7 +275,8 @@ def main() -> None:
         print(f"goal {name}: {goal['value']:.3f} (target <= {goal['target']}) "
               f"{'met' if goal['met'] else 'NOT met'}")
     result = {
-        "figures": figures, "units": units, "goals": goals, "machine": machine(device),
+        "figures": figures, "units": units, "goals": goals,
+        "machine": machine(device, torch.get_num_threads()),
         "config": {"quick": args.quick, "features": FEATURES, "batch": BATCH, "ks": list(ks),
                    "steps_per_block": steps, "blocks": repeats, "statistic": "median of blocks",
                    "optimizer": "SGD lr=1e-3", "game_preset": "proxy_lagrangian (default)",
