@@ -80,10 +80,12 @@ def test_two_argument_closed_forms_reach_the_numerical_minimum(psi, sign, c, m1,
     assert xi.shape == (2,) and np.all((xi >= 0) & (xi <= 1))
     value = float(coef * _mean_np(psi.name, xi[0], xi[1]) + mu @ xi)
     assert value <= _numerical_min2(psi.name, coef, mu) + 1e-9
-    # The generic solver (a different method, no closed form) finds the same minimum.
-    xg = psi_linear_argmin(psi, coef, torch.tensor(mu, dtype=torch.float64),
-                           method="generic").numpy()
-    assert float(coef * _mean_np(psi.name, xg[0], xg[1]) + mu @ xg) <= value + 1e-5
+    # The generic solvers (different methods, no closed form) find the same minimum: the
+    # ellipsoid method ("auto" for two arguments) and projected gradient steps.
+    for solver, tol in (("auto", 1e-5), ("projected_gradient", 1e-4)):
+        xg = psi_linear_argmin(psi, coef, torch.tensor(mu, dtype=torch.float64),
+                               method="generic", solver=solver).numpy()
+        assert float(coef * _mean_np(psi.name, xg[0], xg[1]) + mu @ xg) <= value + tol, solver
 
 
 @SETTINGS
@@ -105,6 +107,10 @@ def test_kld_closed_form_equals_scipy_argmin(c, mu, p):
     qg = psi_linear_argmin(KLD, c, torch.tensor([mu], dtype=torch.float64),
                            fixed={0: torch.tensor(p, dtype=torch.float64)}, method="generic")
     assert f(float(qg[0])) <= f(q[0]) + 1e-9
+    qp = psi_linear_argmin(KLD, c, torch.tensor([mu], dtype=torch.float64),
+                           fixed={0: torch.tensor(p, dtype=torch.float64)}, method="generic",
+                           solver="projected_gradient")
+    assert f(float(qp[0])) <= f(q[0]) + 1e-6
 
 
 def test_kld_closed_form_special_cases_match_hand_derivations():
