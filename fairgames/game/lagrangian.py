@@ -16,22 +16,38 @@ entries of ratio rows. Everything a step needs is then a mat-vec:
   the true rates (no second autograd pass);
 * the slacks' gradient ``ω·w_s + Bᵀλ + ∂h/∂s + Σ_b λ_{j_b}(⟨u_b,R⟩+u0_b)e_{k_b}``.
 
-Ratios (P3). A term ``c·⟨α,R⟩/⟨β,R⟩`` is played in one of two ways (the preset's
-``ratio_slacks``):
+Ratios (P3). A term ``c·⟨α,R⟩/⟨β,R⟩`` is played in one of three ways (the preset's
+``ratio_slacks``, ``Problem.compile(ratios=...)``):
 
-* ``"linearize"`` (default): no slack — the θ-player sees the ratio's gradient at the true rates,
-  ``c·(α − z·β)/den`` with ``z = num/den``, and its row gains ``c·z``, the true value. This is
-  the slack ``z`` and its row's multiplier at their best responses (``z = num/den`` makes the
-  row tight, where ``∂L/∂z = 0`` fixes that multiplier at ``c/den``).
+* ``"linearize"`` (default of every preset but ``algorithm3``): no slack — the θ-player sees
+  the ratio's gradient at the true rates, ``c·(α − z·β)/den`` with ``z = num/den``, and its row
+  gains ``c·z``, the true value. This is the slacks and their rows' multipliers at their best
+  responses (``z = num/den`` makes the row tight, where ``∂L/∂z = 0`` fixes that multiplier).
+* ``"num_den"`` (``algorithm3``; paper 000 Algorithm 3): ``c·a/b`` with a numerator slack
+  ``a ∈ [max(0, num̲), num̄]`` and a denominator slack ``b ∈ [max(ratio_floor, den̲), den̄]``
+  (the ranges of ``num``, ``den`` over rates in [0, 1]) and two slack rows: ``⟨α,R⟩ − a ≤ 0``
+  and ``b − ⟨β,R⟩ ≤ 0`` when ``c > 0``, ``a − ⟨α,R⟩ ≤ 0`` and ``⟨β,R⟩ − b ≤ 0`` when
+  ``c < 0``. It is a ψ term ``c·ψ(a, b)``, ``ψ = a/b`` (:func:`ratio_psi`), so it shares the ψ
+  machinery (``h_j``, the slack rows, ``∂h/∂s`` by autograd), but ``a/b`` is not convex: its
+  slacks always play projected OGD, never a best response. θ sees only the slack rows' linear
+  terms; λ sees each row at the true rates and the slacks.
 * ``"gradient"``: ``c·z`` with one ratio slack ``z`` and the row ``σ·(⟨α,R⟩ − z·⟨β,R⟩) ≤ 0``
-  (``σ = sign c``): for ``c < 0`` (a ratio to maximise) ``z ≤ num/den``, for ``c > 0``
-  ``z ≥ num/den`` — valid because the denominator is positive — with ``z`` on projected OGD
-  (Algorithm 3's strategy). This is the ratio slack of Cotter et al. (JMLR 2019, TFCO) rather
-  than paper 000's numerator and denominator slacks ``a, b``: ``L`` is linear in ``z``, whereas
-  ``−a/b`` is concave in ``b``. Measured on the F-measure parity problem of the tests, OGD on
-  ``a, b`` ran to the corner of the box (``a`` at its top, ``b`` at its floor) and made both the
-  objective and the constraint worse; OGD on ``z`` stays in its box but oscillates (its averaged
-  model barely improved the parity gap), while the linearised form halved it.
+  (``σ = sign c``): for ``c < 0`` ``z ≤ num/den``, for ``c > 0`` ``z ≥ num/den``, with ``z`` on
+  projected OGD — the ratio slack of Cotter et al. (JMLR 2019, TFCO). ``L`` is linear in ``z``.
+
+Measured (1000 steps on the F-measure parity problem of ``tests/game/test_game_metrics.py``,
+unconstrained model: F1 0.711, parity violation 0.211): ``"num_den"`` is a heuristic that the
+paper does not prove anything about, and it is fragile. For a ratio to maximise (``c < 0``)
+``−a/b`` is concave in ``b``, so the slacks' own best response is a corner of the box and
+simultaneous OGD on ``(a, b)`` against OGD on the slack rows' multipliers has an unstable
+rest point (the linearised dynamics have positive trace). With ``slack_lr ≥ 0.003`` the slacks
+ran to the corner (``a`` at its top, ``b`` at its floor) within a few hundred steps and both
+F1 and the violation got worse (violation ≈ 0.30); ``algorithm3``'s small ``slack_lr = 0.001``
+(``multiplier_lr = 0.3``) keeps them near the rates and gets a mixture violation of about 0.15
+at F1 ≈ 0.59 — an improvement, but it does not halve the violation. ``"gradient"`` (``z``) had
+its mixture at violation 0.152 with F1 0.42; the linearised form with the ``lagrangian``
+preset reached violation 0.02 at F1 0.29. (A linear model can reach violation ≤ 0.105 at
+F1 ≈ 0.72 and violation 0 at F1 ≈ 0.49 on that data, by random search.)
 
 Example:
     >>> import torch
@@ -69,6 +85,26 @@ class PsiTerm:
     slacks: tuple[int, ...]        # slack index of each free argument
     fixed: Mapping[int, int]       # argument position → index into the fixed values φ
     name: str
+    ratio: bool = False            # c·a/b of a ratio (Algorithm 3): OGD only, no best response
+
+
+def _ratio(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a / b
+
+
+def ratio_psi(a_box: tuple[float, float], b_box: tuple[float, float]) -> Psi:
+    """``ψ(a, b) = a/b`` on the box ``a_box × b_box`` (``b̲ > 0``): the numerator/denominator
+    slack form of a ratio term (paper 000 Algorithm 3). Increasing in ``a``, decreasing in
+    ``b`` and neither convex nor concave, so it is never best-responded.
+
+    Example:
+        >>> psi = ratio_psi((0.0, 1.0), (0.01, 2.0))
+        >>> psi.monotone, psi.curvature, float(psi(0.5, 2.0))
+        ((1, -1), 'none', 0.25)
+    """
+    if not b_box[0] > 0:
+        raise ValueError(f"the denominator slack's box must be positive, got {b_box}")
+    return Psi("ratio", _ratio, 2, "none", (1, -1), (tuple(a_box), tuple(b_box)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,6 +233,9 @@ class LagrangianTerms(torch.nn.Module):
         self.slack_names, self.slack_kinds = list(slack_names), list(slack_kinds)
         self.objective_constant = float(objective_constant)
         self.psi_terms, self.ratio_terms = list(psi_terms), list(ratio_terms)
+        # ψ terms proper (best-responded) and the a/b terms of Algorithm 3 (OGD only).
+        self._br_terms = [(n, t) for n, t in enumerate(psi_terms) if not t.ratio]
+        self.num_den_terms = [t for t in psi_terms if t.ratio]
         self.num_bilinear = len(bilinear)
         self.linear_ratios = list(linear_ratios)
         self.num_linear = len(linear_ratios)
@@ -242,7 +281,7 @@ class LagrangianTerms(torch.nn.Module):
             "init_den0": _t([x[3] for x in slack_init], (s,)),
             "fixed_map": _t(fixed_map, (p, k)),
             "fixed_const": _t(fixed_const, (p,)),
-            "psi_slacks": torch.tensor([i for t in psi_terms for i in t.slacks],
+            "psi_slacks": torch.tensor([i for _, t in self._br_terms for i in t.slacks],
                                        dtype=torch.long),
         }
         n_lin = len(linear_ratios)
@@ -272,7 +311,8 @@ class LagrangianTerms(torch.nn.Module):
         buffers["split_hi"] = torch.tensor([[math.inf], [0.0]])
         # The (P1) leader's index tensors (see psi_leader), built once.
         self._p1_leader = bool(psi_terms) and all(k == "slack" for k in row_kinds) and all(
-            t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios
+            t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios and not (
+            self.num_den_terms)
         rows, signs, args = [], [], []
         offset = 0
         for n, t in enumerate(psi_terms):
@@ -302,12 +342,13 @@ class LagrangianTerms(torch.nn.Module):
 
     @property
     def has_psi(self) -> bool:
-        return bool(self.psi_terms)
+        """Whether there are ψ terms proper (best-responded; not the ``a/b`` of ratios)."""
+        return bool(self._br_terms)
 
     @property
     def has_ratios(self) -> bool:
-        """Whether ratio terms are played by slacks (``ratios="gradient"``)."""
-        return bool(self.ratio_terms)
+        """Whether ratio terms are played by slacks (``ratios="num_den"`` or ``"gradient"``)."""
+        return bool(self.ratio_terms or self.num_den_terms)
 
     def non_monotone_terms(self) -> list[str]:
         """ψ terms monotone in neither direction in some model-dependent argument (KLD's p̂)."""
@@ -454,13 +495,13 @@ class LagrangianTerms(torch.nn.Module):
     def psi_best_response(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
                           fixed: torch.Tensor, *, steps: int = 100) -> torch.Tensor:
         """Slacks with every ψ slack at its best response ``argmin_ξ L`` (Lemma 1: ``∇ψ*``;
-        closed forms or a fixed-step box solve, see ``conjugates.py``); ratio slacks unchanged.
-        """
-        if not self.psi_terms:
+        closed forms or a fixed-step box solve, see ``conjugates.py``); ratio slacks (``z``, and
+        the ``a, b`` of ``c·a/b``, which is not convex) unchanged."""
+        if not self._br_terms:
             return slacks
         pull = self.b_t @ lam   # ∂/∂ξ of Σ λ_j ⟨B_j, s⟩: the linear term μ
         parts = []
-        for n, t in enumerate(self.psi_terms):
+        for n, t in self._br_terms:
             weight = omega if t.row < 0 else lam[t.row]
             idx = getattr(self, f"psi_idx_{n}")
             xi = psi_linear_argmin(t.psi, weight * t.coefficient, pull[idx],

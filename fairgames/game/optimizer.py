@@ -121,8 +121,10 @@ class ConstrainedOptimizer:
             = 10; the swap-regret player has none).
         multiplier_options: extra keyword arguments of the λ player (e.g. ``optimizer=``).
         theta: ``"gradient"``, ``"best_response"`` or a θ-player instance.
-        psi_slacks, ratio_slacks: slack strategies (``"best_response"`` / ``"gradient"``).
-        slack_lr: OGD step of the slacks.
+        psi_slacks: the ψ slack strategy (``"best_response"`` / ``"gradient"``).
+        ratio_slacks: how ratio terms are played (``"linearize"``, ``"num_den"`` — paper 000
+            Algorithm 3's a, b — or ``"gradient"``; see :mod:`fairgames.game.presets`).
+        slack_lr: OGD step of the slacks (default: the preset's, else 0.05).
         payoffs: ``{"theta": ..., "multipliers": ...}``, each ``"true"`` or ``"surrogate"``.
         device: where the game's state lives (default: the model parameters' device).
         monitor_options: options of the :class:`InfeasibilityMonitor`.
@@ -134,7 +136,7 @@ class ConstrainedOptimizer:
                  multiplier_lr: float | None = None, radius: float | None = None,
                  multiplier_options: Mapping[str, Any] | None = None,
                  theta: str | ThetaPlayer | None = None, psi_slacks: str | None = None,
-                 ratio_slacks: str | None = None, slack_lr: float = 0.05,
+                 ratio_slacks: str | None = None, slack_lr: float | None = None,
                  psi_steps: int = 100, payoffs: Mapping[str, str] | None = None,
                  device: torch.device | str | None = None,
                  monitor_options: Mapping[str, Any] | None = None) -> None:
@@ -174,8 +176,15 @@ class ConstrainedOptimizer:
         strategy = multipliers if isinstance(multipliers, MultiplierPlayer) else (
             self.preset.multipliers)
         lr = multiplier_lr
+        same = isinstance(strategy, str) and strategy == base.multipliers
+        if lr is None and same:
+            lr = self.preset.multiplier_lr
+        if radius is None and same:
+            radius = self.preset.radius
         if lr is None and isinstance(strategy, str):
             lr = DEFAULT_LR.get(strategy)
+        if slack_lr is None:
+            slack_lr = self.preset.slack_lr if self.preset.slack_lr is not None else 0.05
         self.multipliers = make_multiplier_player(
             strategy, self.terms.num_rows, lr=lr, radius=radius, device=self.device,
             **dict(multiplier_options or {}))

@@ -9,7 +9,7 @@ preset                  problems  θ-player         slack player     λ-player  
 ``nemsis`` [2]_         P1        OGD on L̃2       BR (inside λ)    FTL, surrogate       yes
 ``algorithm1``          P1–P2     BR (CSO) on L2   BR               OGD, true            yes
 ``algorithm2``          P1–P2     OGD on L̃2       BR               OGD, true            no
-``algorithm3``          P3        OGD on L̃_sr     OGD (ratio)      OGD, true            no
+``algorithm3``          P3        OGD on L̃_sr     OGD on a, b      OGD, true            no
 ``lagrangian`` [3]_     P2        OGD on L̃        BR               OGD, true            no
 ``proxy_lagrangian``    any       OGD on L̃        BR               swap regret, true    no
 ======================  ========  ===============  ===============  ===================  ====
@@ -59,9 +59,14 @@ class Preset:
             ``"follow_the_leader"``, ``"swap_regret"``).
         multiplier_payoff: ``"true"`` or ``"surrogate"``.
         psi_slacks: ``"best_response"`` or ``"gradient"``.
-        ratio_slacks: ``"linearize"`` (the ratio's value is the true one and the θ-player sees
-            its gradient at the true rates: the ratio slack and its row's multiplier at their
-            best responses) or ``"gradient"`` (a ratio slack played by projected OGD).
+        ratio_slacks: how ratio terms ``c·num/den`` are played (see
+            :mod:`fairgames.game.lagrangian`): ``"linearize"`` (no slack: the ratio's value is
+            the true one and the θ-player sees its gradient at the true rates), ``"num_den"``
+            (paper 000 Algorithm 3: ``c·a/b`` with a numerator slack ``a`` and a denominator
+            slack ``b`` on projected OGD in their box) or ``"gradient"`` (one ratio slack ``z``
+            with a bilinear row, Cotter et al. 2019, on projected OGD).
+        slack_lr, multiplier_lr, radius: the preset's default step sizes and κ (``None``: the
+            optimizer's defaults); arguments of the optimizer override them.
         problems: the problem classes the preset is meant for (documentation).
         zero_sum: whether all players see the same payoff.
         equilibrium: the equilibrium the paper proves (documentation).
@@ -74,6 +79,9 @@ class Preset:
     multiplier_payoff: str = "true"
     psi_slacks: str = "best_response"
     ratio_slacks: str = "linearize"
+    slack_lr: float | None = None
+    multiplier_lr: float | None = None
+    radius: float | None = None
     problems: tuple[str, ...] = ("P1", "P2", "P3")
     zero_sum: bool = False
     equilibrium: str = ""
@@ -134,9 +142,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                        "rates"),
     Preset("algorithm3", theta="gradient", theta_payoff="surrogate",
            multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="gradient",
-           ratio_slacks="gradient", problems=("P3",), zero_sum=False, equilibrium="",
-           description="paper 000 Algorithm 3: OGD for θ (surrogates), the ratio slacks "
-                       "(projected, in their box) and λ (true rates); a heuristic"),
+           ratio_slacks="num_den", slack_lr=0.001, multiplier_lr=0.3, radius=10.0,
+           problems=("P3",), zero_sum=False, equilibrium="",
+           description="paper 000 Algorithm 3: OGD for θ (surrogates), the numerator and "
+                       "denominator slacks a, b of each ratio (projected, in their box) and λ "
+                       "(true rates); a heuristic"),
     Preset("lagrangian", theta="gradient", theta_payoff="surrogate",
            multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="best_response",
            problems=("P2",), zero_sum=False, equilibrium="coarse-correlated",

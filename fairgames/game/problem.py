@@ -14,12 +14,18 @@ rewrites them in the form the game plays (paper 000, Sections 3–4; notes in
   increases in that argument, ``ξ_i − arg_i ≤ 0`` when it decreases, both when it is monotone
   in neither (KLD's ``p̂``). Model-independent arguments (KLD's ``p``) are *fixed*: their value
   is read from the true leaf values of the batch. ``c·ψ`` must be convex.
-* **ratio terms** (P3) — ``c·⟨α,R⟩/⟨β,R⟩`` becomes ``c·z`` with one ratio slack ``z`` and the
-  row ``σ·(⟨α,R⟩ − z·⟨β,R⟩) ≤ 0``, ``σ = sign c`` (``z`` bounds the ratio from the side that
-  keeps the rewritten problem a restriction of the original; numerators must be non-negative,
-  denominators are floored at ``ratio_floor``). This is the ratio slack of Cotter et al. (JMLR
-  2019, TFCO); paper 000's Algorithm 3 uses a numerator and a denominator slack instead, whose
-  ``−a/b`` is concave in ``b`` — see :mod:`fairgames.game.lagrangian`.
+* **ratio terms** (P3) — ``c·⟨α,R⟩/⟨β,R⟩`` (numerators must be non-negative, denominators
+  are floored at ``ratio_floor``) is compiled in one of three ways (``compile(ratios=...)``,
+  the preset's ``ratio_slacks``; see :mod:`fairgames.game.lagrangian`):
+
+  - ``"linearize"`` — no slack: the row gains the true ratio, θ sees its gradient;
+  - ``"num_den"`` — paper 000 Algorithm 3: ``c·a/b`` with a numerator slack
+    ``a ∈ [max(0, num̲), num̄]`` and a denominator slack ``b ∈ [max(ratio_floor, den̲), den̄]``,
+    and two slack rows, ``⟨α,R⟩ − a ≤ 0`` and ``b − ⟨β,R⟩ ≤ 0`` when ``c > 0``, the reverse
+    when ``c < 0`` (so ``c·a/b ≥ c·num/den``: a restriction of the original);
+  - ``"gradient"`` — ``c·z`` with one ratio slack ``z`` and the row
+    ``σ·(⟨α,R⟩ − z·⟨β,R⟩) ≤ 0``, ``σ = sign c`` (the ratio slack of Cotter et al., JMLR 2019,
+    TFCO).
 
 The result is :class:`~fairgames.game.lagrangian.LagrangianTerms`: dense tensors ``A [M, K]``,
 ``d [M]``, ``B [M, S]``, the bilinear ratio entries and a short list of ψ terms, so that a step
@@ -62,9 +68,10 @@ from .lagrangian import (
     PsiTerm,
     RatioTerm,
     TrueEvaluation,
+    ratio_psi,
 )
 
-RATIO_MODES = ("linearize", "gradient")
+RATIO_MODES = ("linearize", "num_den", "gradient")
 
 LossFn = Callable[[torch.Tensor, Batch], torch.Tensor]
 
@@ -173,9 +180,10 @@ class _Builder:
                                       f"{owner}:{psi.name}#{len(self.psi_terms)}"))
 
     def ratio(self, node: RatioNode, coef: float, row: int, owner: str) -> None:
-        """``c·num/den`` → ``c·z`` with the row ``σ(num − z·den) ≤ 0``, ``σ = sign c`` (the ratio
-        slack of Cotter et al. 2019 / TFCO; see ``lagrangian.py`` for why not paper 000's a, b).
-        """
+        """``c·num/den`` → no slack (``"linearize"``), ``c·a/b`` with a numerator and a
+        denominator slack (``"num_den"``, paper 000 Algorithm 3), or ``c·z`` with the row
+        ``σ(num − z·den) ≤ 0``, ``σ = sign c`` (``"gradient"``, the ratio slack of Cotter et al.
+        2019 / TFCO)."""
         num, den = node.numerator, node.denominator
         n_lo, n_hi = _interval(num)
         d_lo, d_hi = _interval(den)
@@ -190,10 +198,15 @@ class _Builder:
         # num ≤ den term by term (e.g. 2TP ≤ 2TP + FP + FN) bounds the ratio by 1.
         if _dominated(num, den):
             hi = min(hi, 1.0)
-        name = f"{owner}:ratio#{len(self.ratio_terms) + len(self.linear_ratios)}"
+        count = len(self.ratio_terms) + len(self.linear_ratios) + sum(
+            t.ratio for t in self.psi_terms)
+        name = f"{owner}:ratio#{count}"
         if self.ratio_mode == "linearize":
             self.linear_ratios.append(LinearRatio(row, coef, self.vector(num), num.constant,
                                                   self.vector(den), den.constant, name))
+            return
+        if self.ratio_mode == "num_den":
+            self.num_den(num, den, coef, row, name, (max(0.0, n_lo), n_hi), (floor, d_hi))
             return
         z = self.add_slack(0.0, hi, name, "ratio", num, den)
         sigma = 1.0 if coef > 0 else -1.0
@@ -205,6 +218,31 @@ class _Builder:
         else:
             self.rows_b[row][z] = self.rows_b[row].get(z, 0.0) + coef
         self.ratio_terms.append(RatioTerm(row, coef, z, j, name))
+
+
+    def num_den(self, num: AffineForm, den: AffineForm, coef: float, row: int, name: str,
+                a_box: tuple[float, float], b_box: tuple[float, float]) -> None:
+        """``c·num/den`` → ``c·a/b`` (paper 000 Algorithm 3): a numerator slack ``a`` and a
+        denominator slack ``b`` in their box, with the rows ``num − a ≤ 0``, ``b − den ≤ 0`` for
+        ``c > 0`` (then ``a/b ≥ num/den``) and ``a − num ≤ 0``, ``den − b ≤ 0`` for ``c < 0``
+        (``a/b ≤ num/den``): either way ``c·a/b ≥ c·num/den``, a restriction of the original.
+        The term is a ψ term ``c·ψ(a, b)``, ``ψ = a/b`` (increasing in ``a``, decreasing in
+        ``b``; not convex, so its slacks always play OGD, never a best response)."""
+        psi = ratio_psi(a_box, b_box)
+        sigma = 1.0 if coef > 0 else -1.0
+        slacks = []
+        for form, box, part, mono in ((num, a_box, "a", 1), (den, b_box, "b", -1)):
+            s = self.add_slack(box[0], box[1], f"{name}.{part}", "ratio", form)
+            slacks.append(s)
+            vec, const = self.vector(form), form.constant
+            if sigma * mono > 0:     # form ≤ slack
+                self.add_row(vec, const, {s: -1.0},
+                             f"{name} {'num' if part == 'a' else 'den'} <= {part}", "slack")
+            else:                    # slack ≤ form
+                self.add_row([-x for x in vec], -const, {s: 1.0},
+                             f"{name} {part} <= {'num' if part == 'a' else 'den'}", "slack")
+        self.psi_terms.append(PsiTerm(row, coef, psi, (0, 1), tuple(slacks), {}, name,
+                                      ratio=True))
 
 
 def _dominated(num: AffineForm, den: AffineForm) -> bool:
@@ -320,9 +358,11 @@ class Problem:
 
     # ------------------------------------------------------------------ compilation
     def compile(self, ratios: str = "linearize") -> LagrangianTerms:
-        """The Lagrangian terms, with ratio terms either ``"linearize"`` (no slack: the θ-player
-        sees each ratio's gradient at the true rates and its row gains the true ratio) or
-        ``"gradient"`` (a ratio slack played by projected OGD, Algorithm 3). Cached."""
+        """The Lagrangian terms, with ratio terms ``"linearize"`` (no slack: the θ-player sees
+        each ratio's gradient at the true rates and its row gains the true ratio),
+        ``"num_den"`` (paper 000 Algorithm 3: numerator and denominator slacks ``a, b`` in
+        their box, ``c·a/b`` in the row and two slack rows) or ``"gradient"`` (one ratio slack
+        ``z`` and a bilinear row, Cotter et al. 2019). Cached."""
         if ratios not in RATIO_MODES:
             raise ValueError(f"ratios must be one of {RATIO_MODES}, got {ratios!r}")
         if ratios not in self._compiled:

@@ -86,13 +86,15 @@ def _snapshot(model, copt):
 
 
 @pytest.mark.parametrize("case", ["proxy_lagrangian", "lagrangian_momentum", "algorithm3",
-                                  "kld_algorithm2"])
+                                  "algorithm3_z", "kld_algorithm2"])
 def test_checkpoint_round_trip_continues_bit_for_bit(synthetic, case, helpers):
     a, b = group("group", "0"), group("group", "1")
     options: dict = {}
-    if case == "algorithm3":
+    if case.startswith("algorithm3"):
         problem = Problem(-fmeasure(), [fmeasure(b) >= fmeasure(a) - 0.02])
         options["preset"] = "algorithm3"
+        if case == "algorithm3_z":
+            options["ratio_slacks"] = "gradient"
     elif case == "kld_algorithm2":
         problem = Problem(kld(a) + kld(b), [error_rate() <= 0.3])
         options["preset"] = "algorithm2"

@@ -61,7 +61,15 @@ def test_preset_has_its_defining_choices(name, synthetic, helpers):
     assert isinstance(copt.theta, BestResponsePlayer if theta == "best_response" else
                       GradientPlayer)
     if name == "algorithm3":
-        assert copt.terms.num_bilinear == 3 and copt.slacks is not None   # ratio slacks, OGD
+        # Table 2: "OGD on a, b" — a numerator and a denominator slack per ratio (3 ratios),
+        # all on projected OGD, no bilinear z row, no linearised ratio.
+        assert p.ratio_slacks == copt.preset.ratio_slacks == "num_den"
+        t = copt.terms
+        assert len(t.num_den_terms) == 3 and t.num_slacks == 6
+        assert t.num_bilinear == 0 and t.num_linear == 0 and not t.has_psi
+        assert t.slack_kinds == ["ratio"] * 6 and copt.slacks is not None
+        assert float(copt.slacks.gradient_mask.min()) == 1.0 and copt.slacks.lr == p.slack_lr
+        assert (copt.multipliers.lr, copt.multipliers.radius) == (p.multiplier_lr, p.radius)
     else:
         assert copt.slacks is not None and copt.slacks.psi == slacks
     for _ in range(3):

@@ -167,3 +167,87 @@ def test_bad_input_raises_clear_errors():
         Problem(error_rate(), loss=3)
     with pytest.raises(ValueError, match="ratios must be"):
         Problem(error_rate()).compile("magic")
+
+
+def _hand(problem, coefs: dict[str, float]) -> list[float]:
+    """A row over the problem's leaves from ``{str(leaf): coefficient}``."""
+    names = [str(lf) for lf in problem.leaves]
+    assert set(coefs) <= set(names), (coefs, names)
+    return [coefs.get(n, 0.0) for n in names]
+
+
+def test_num_den_rows_and_box_of_fmeasure_parity_by_hand():
+    a, b = group("group", "0"), group("group", "1")
+    problem = Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")])
+    t = problem.compile("num_den")
+
+    def leaf(kind, where):
+        return f"E[{kind} | {where}]"
+
+    def f1_parts(where):
+        tp, fn, fp = (leaf(k, where) for k in ("true_positive", "false_negative",
+                                                "false_positive"))
+        return {tp: 2.0}, {tp: 2.0, fn: 1.0, fp: 1.0}
+
+    g0, g1 = "group('group', '0')", "group('group', '1')"
+    (n_all, d_all), (n_0, d_0), (n_1, d_1) = f1_parts("all"), f1_parts(g0), f1_parts(g1)
+    neg = lambda d: {k: -v for k, v in d.items()}  # noqa: E731
+    # −F (c < 0): a ≤ 2TP, 2TP+FN+FP ≤ b. The constraint F_0 − F_1 − 0.02 ≤ 0: F_0 has c > 0
+    # (2TP₀ ≤ a, b ≤ den₀), F_1 has c < 0.
+    expected = [
+        ("f1_parity", {}, {}, -0.02),
+        ("objective:ratio#0 a <= num", neg(n_all), {0: 1.0}, 0.0),
+        ("objective:ratio#0 den <= b", d_all, {1: -1.0}, 0.0),
+        ("f1_parity:ratio#1 num <= a", n_0, {2: -1.0}, 0.0),
+        ("f1_parity:ratio#1 b <= den", neg(d_0), {3: 1.0}, 0.0),
+        ("f1_parity:ratio#2 a <= num", neg(n_1), {4: 1.0}, 0.0),
+        ("f1_parity:ratio#2 den <= b", d_1, {5: -1.0}, 0.0),
+    ]
+    assert t.row_names == [e[0] for e in expected]
+    assert t.row_kinds == ["constraint"] + ["slack"] * 6
+    for j, (_, arow, brow, d) in enumerate(expected):
+        np.testing.assert_array_equal(t.a[j].numpy(), _hand(problem, arow))
+        np.testing.assert_array_equal(t.b[j].numpy(), [brow.get(i, 0.0) for i in range(6)])
+        assert float(t.d[j]) == pytest.approx(d)
+    # Boxes: a ∈ [0, 2] (2TP with TP ≤ 1), b ∈ [ratio_floor, 4] (2TP + FN + FP ≤ 4).
+    np.testing.assert_allclose(t.slack_lo.numpy(), [0.0, 0.01] * 3)
+    np.testing.assert_allclose(t.slack_hi.numpy(), [2.0, 4.0] * 3)
+    assert [(x.row, x.coefficient) for x in t.num_den_terms] == [(-1, -1.0), (0, 1.0), (0, -1.0)]
+    # The θ-player sees only the rows' linear terms: c = Aᵀλ (the objective has no affine part).
+    lam = torch.tensor([0.7, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    torch.testing.assert_close(t.leaf_costs(torch.tensor(1.0), lam, t.slack_lo),
+                               t.a.t() @ lam)
+
+
+def test_num_den_of_precision_constraint_and_slack_gradient_closed_form():
+    problem = Problem(error_rate(), [precision(A) >= 0.6])
+    t = problem.compile("num_den")
+    tp, fp = (f"E[{k} | group('g', 'a')]" for k in ("true_positive", "false_positive"))
+    # 0.6 − TP/(TP+FP) ≤ 0: c = −1 → a ≤ TP, TP + FP ≤ b; a ∈ [0, 1], b ∈ [0.01, 2].
+    assert t.row_names == ["c0", "c0:ratio#0 a <= num", "c0:ratio#0 den <= b"]
+    np.testing.assert_array_equal(t.a[1].numpy(), _hand(problem, {tp: -1.0}))
+    np.testing.assert_array_equal(t.a[2].numpy(), _hand(problem, {tp: 1.0, fp: 1.0}))
+    np.testing.assert_array_equal(t.b.numpy(), [[0.0, 0.0], [1.0, 0.0], [0.0, -1.0]])
+    np.testing.assert_allclose(t.slack_lo.numpy(), [0.0, 0.01])
+    np.testing.assert_allclose(t.slack_hi.numpy(), [1.0, 2.0])
+    # Slacks start at the true numerator and denominator: the slack rows are tight and the
+    # constraint row is the true constraint value.
+    values = problem.make_evaluator()(_batch())
+    s = t.initial_slacks(values.true)
+    true = values.true.double()
+    np.testing.assert_allclose(s.numpy(), [float(true[1]), float(true[1] + true[2])],
+                               rtol=1e-6)
+    rows = t.row_values(t.affine_rows(values.true), torch.zeros(0), s, torch.zeros(0))
+    np.testing.assert_allclose(rows[1:].numpy(), [0.0, 0.0], atol=1e-6)
+    torch.testing.assert_close(rows[0], problem.true_values(values.true)[1][0], atol=1e-5,
+                               rtol=0)
+    # ∂L/∂(a, b) of λ₀·(−a/b) + λ₁(a − TP) + λ₂(TP + FP − b), in closed form.
+    lam = torch.tensor([0.8, 0.3, 0.5])
+    sa, sb = 0.4, 0.7
+    grad = t.slack_gradient(torch.tensor(1.0), lam, torch.tensor([sa, sb]), torch.zeros(0),
+                            torch.zeros(0))
+    np.testing.assert_allclose(grad.numpy(), [-0.8 / sb + 0.3, 0.8 * sa / sb ** 2 - 0.5],
+                               rtol=1e-6)
+    # a/b is not convex: the ψ best response leaves a, b where they are.
+    same = t.psi_best_response(torch.tensor(1.0), lam, torch.tensor([sa, sb]), torch.zeros(0))
+    np.testing.assert_array_equal(same.numpy(), np.array([sa, sb], dtype=np.float32))

@@ -1,10 +1,12 @@
-"""The slack players: ξ for ψ terms (P1, P2) and z for ratio terms (P3).
+"""The slack players: ξ for ψ terms (P1, P2) and the slacks of ratio terms (P3).
 
 * ψ slacks play their **best response** ``ξ = argmin_ξ L(ξ; λ) = ∇ψ*(·)`` (paper 000 Lemma 1;
   closed forms for G-mean, H-mean, Q-mean and KLD, a fixed-step box solve otherwise — see
   :mod:`fairgames.game.conjugates`), or **OGD** (``psi="gradient"``).
-* ratio slacks ``z`` play projected **OGD** in their box (Algorithm 3's strategy, on the ratio
-  slack of ``lagrangian.py``): ``z ← Π(z − η·∂L/∂z)``.
+* ratio slacks — the numerator and denominator slacks ``a, b`` of ``c·a/b`` (paper 000
+  Algorithm 3, ``ratios="num_den"``) or the single slack ``z`` (``ratios="gradient"``) — play
+  projected **OGD** in their box: ``s ← Π(s − η·∂L/∂s)``. ``a/b`` is not convex, so these are
+  never best-responded, whatever ``psi`` says.
 
 The slacks start at the rates they stand for (the first step's true values, clamped to the
 box) — a device-side flag, so resuming from a checkpoint and the first step need no host
@@ -41,7 +43,7 @@ class SlackPlayer:
     Args:
         terms: the compiled Lagrangian (on the device the slacks should live on).
         psi: ``"best_response"`` (default) or ``"gradient"`` for ψ slacks.
-        ratio: ``"gradient"`` (projected OGD, Algorithm 3) for ratio slacks.
+        ratio: ``"gradient"`` (projected OGD, Algorithm 3) for ratio slacks (``a, b`` or ``z``).
         lr: OGD step length.
         psi_steps: inner steps of the generic (non closed-form) best response.
     """
@@ -53,7 +55,8 @@ class SlackPlayer:
         if ratio not in RATIO_STRATEGIES:
             raise ValueError(f"ratio slack strategy must be one of {RATIO_STRATEGIES}, got "
                              f"{ratio!r} (a slack-played ratio has no best response inside its "
-                             "box: L is linear in z; use ratios='linearize' in the preset)")
+                             "box: L is linear in z and not convex in (a, b); use "
+                             "ratios='linearize' in the preset for a slack-free ratio)")
         if not lr > 0:
             raise ValueError(f"slack lr must be positive, got {lr}")
         self.terms, self.psi, self.ratio, self.lr = terms, psi, ratio, float(lr)
