@@ -502,9 +502,10 @@ class RateEvaluator(torch.nn.Module):
             code = code * f.size + x
         if soft_w is not None:
             v = (soft_w[:, :, None] * v[:, None, :]).reshape(b, -1)
-        sums = torch.zeros(plan.hard_cells, v.shape[1], dtype=dtype, device=batch.device)
-        sums.index_add_(0, code, v)
-        return sums.reshape(-1)
+        # Columns-major sums (see the fused pass): index_add along dim 1 from [C', B].
+        sums = torch.zeros(v.shape[1], plan.hard_cells, dtype=dtype, device=batch.device)
+        sums = sums.index_add(1, code, v.t().contiguous())
+        return sums.t().reshape(-1)
 
     def _combine(self, plan: _Plan, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = plan.apply(sums)
@@ -747,10 +748,14 @@ class _FusedPass(torch.autograd.Function):
         if layout.onehot is not None:
             sums = torch.mm(layout.onehot, cols.t())         # [cells, C]
         else:
-            src = cols.t() if layout.weights is None else cols.t() * layout.weights.unsqueeze(1)
-            sums = torch.zeros(plan.hard_cells, plan.columns, device=s.device)
-            sums.index_add_(0, layout.code, src)
-        flat = sums.view(-1)
+            # Summed along dim 1 of a [C, cells] buffer from the contiguous [C, B] columns: on
+            # CPU, index_add along dim 0 from the [B, C] view is 10-20x slower when few cells
+            # take many rows each (2.4 ms against 0.2 ms at 20 cells, B = 65 536).
+            src = cols if layout.weights is None else cols * layout.weights
+            sums = torch.zeros(plan.columns, plan.hard_cells, device=s.device)
+            sums.index_add_(1, layout.code, src)
+            sums = sums.t()
+        flat = sums.reshape(-1)
         if layout.dens is None:
             ev._layout_denominators(layout, fused.den(flat))
         den = ev._fused_denominators(layout, update)
