@@ -25,29 +25,34 @@ def _problem() -> Problem:
                                   (t1 - t0 <= 0.05).named("gap_01")])
 
 
+def _algorithm1(problem: Problem, ds, inner_steps: int, multiplier_lr: float | None = None):
+    """A linear model and Algorithm 1's optimizer with an inner-loop best response."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(ds.features.shape[1], 1)
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+                                preset="algorithm1", theta=BestResponsePlayer(steps=inner_steps),
+                                multiplier_lr=multiplier_lr)
+    return model, copt
+
+
 def test_inner_loop_descends_on_the_cost_sensitive_surrogate(synthetic, helpers):
     problem = _problem()
-    torch.manual_seed(0)
-    model = torch.nn.Linear(synthetic.features.shape[1], 1)
-    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
-                                preset="algorithm1", theta=BestResponsePlayer(steps=10),
-                                multiplier_lr=1.0)
+    model, copt = _algorithm1(problem, synthetic, inner_steps=10, multiplier_lr=1.0)
     f = helpers.fields(synthetic)
     x = synthetic.features
     for _ in range(5):     # let the multipliers move off zero
         copt.step_batch(model, x, **f)
     omega, lam = (w.detach().clone() for w in copt.multipliers.weights())
+    costs = copt.terms.leaf_costs(omega, lam, copt.terms.slack_lo)
+    assert bool((costs != 0).any())
     ev = problem.make_evaluator()
 
-    def surrogate_cost() -> float:
+    def surrogate_cost() -> float:   # Σ c_k·R̃_k with each leaf's sign-correct bound
         with torch.no_grad():
             values = ev(Batch(scores=model(x)[:, 0], **f), update=False)
-            costs = copt.terms.leaf_costs(omega, lam, copt.terms.slack_lo)
             bound = torch.where(costs >= 0, values.upper, values.lower)
             return float((costs * bound).sum())
 
-    costs = copt.terms.leaf_costs(omega, lam, copt.terms.slack_lo)
-    assert bool((costs != 0).any())
     before = surrogate_cost()
     copt.step_batch(model, x, **f)      # the inner loop plays against (ω, λ) of this step
     assert surrogate_cost() < before - 1e-4
@@ -56,12 +61,7 @@ def test_inner_loop_descends_on_the_cost_sensitive_surrogate(synthetic, helpers)
 def test_algorithm1_with_the_inner_loop_meets_tpr_parity(synthetic, helpers):
     free, _ = helpers.train(Problem(error_rate()), synthetic, steps=150)
     assert _tpr_gap(free, synthetic) > 0.2          # the unconstrained model violates it
-    problem = _problem()
-    torch.manual_seed(0)
-    model = torch.nn.Linear(synthetic.features.shape[1], 1)
-    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
-                                preset="algorithm1", theta=BestResponsePlayer(steps=5),
-                                multiplier_lr=0.5)
+    model, copt = _algorithm1(_problem(), synthetic, inner_steps=5, multiplier_lr=0.5)
     snapshots = SnapshotRecorder(model, every=5, capacity=100)
     f = helpers.fields(synthetic)
     for _ in range(120):
@@ -78,10 +78,7 @@ def test_algorithm1_with_the_inner_loop_meets_tpr_parity(synthetic, helpers):
 
 
 def test_a_best_response_step_makes_no_host_sync(synthetic, helpers):
-    problem = _problem()
-    model = torch.nn.Linear(synthetic.features.shape[1], 1)
-    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
-                                preset="algorithm1", theta=BestResponsePlayer(steps=3))
+    model, copt = _algorithm1(_problem(), synthetic, inner_steps=3)
     f = helpers.fields(synthetic)
     copt.step_batch(model, synthetic.features, **f)
     with no_host_sync():
