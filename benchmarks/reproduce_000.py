@@ -424,30 +424,23 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
         return (f"{fmt(m1, s1, n)} ({fmt(m2, s2, n, 2)}) / paper {paper[0]:.3f} "
                 f"({paper[1]:.2f}){mark}")
 
-    md.append("### Table 3 — min Σ_G KLD(p, p̂_G) s.t. error ≤ 1.1 × UncError's error")
-    md.append("")
-    md.append("Entry: **ours** test KLD sum (test error / UncError's) / **paper**; mean ± standard"
-              " error over the splits run; ✗: more than 0.02 from the paper in either number.")
-    md.append("")
-    md.append("| data | " + " | ".join(T3_COLS) + " |")
-    md.append("|---" * (len(T3_COLS) + 1) + "|")
-    for ds, cols in per["table3"].items():
-        row = [cell("table3", ds, c, cols[c], PAPER_T3[ds][c], ("kld", "error_ratio"),
-                    ("sum of KLD", "ratio")) for c in T3_COLS]
-        md.append(f"| {ds} | " + " | ".join(row) + " |")
-    md.append("")
-    md.append("### Table 4 — max F-measure s.t. F_prot ≥ F_other − 0.02 (Algorithm 3)")
-    md.append("")
-    md.append("Entry: **ours** test F-measure (test violation F_other − F_prot − 0.02) / "
-              "**paper**.")
-    md.append("")
-    md.append("| data | " + " | ".join(T4_COLS) + " |")
-    md.append("|---" * (len(T4_COLS) + 1) + "|")
-    for ds, cols in per["table4"].items():
-        row = [cell("table4", ds, c, cols[c], PAPER_T4[ds][c], ("fmeasure", "violation"),
-                    ("F-measure", "F-measure difference")) for c in T4_COLS]
-        md.append(f"| {ds} | " + " | ".join(row) + " |")
-    md.append("")
+    def table(title: str, entry: str, key: str, columns, paper, metrics, names) -> None:
+        md.extend([f"### {title}", "", entry, "", "| data | " + " | ".join(columns) + " |",
+                   "|---" * (len(columns) + 1) + "|"])
+        for ds, cols in per[key].items():
+            row = [cell(key, ds, c, cols[c], paper[ds][c], metrics, names) for c in columns]
+            md.append(f"| {ds} | " + " | ".join(row) + " |")
+        md.append("")
+
+    table("Table 3 — min Σ_G KLD(p, p̂_G) s.t. error ≤ 1.1 × UncError's error",
+          "Entry: **ours** test KLD sum (test error / UncError's) / **paper**; mean ± standard"
+          " error over the splits run; ✗: more than 0.02 from the paper in either number.",
+          "table3", T3_COLS, PAPER_T3, ("kld", "error_ratio"), ("sum of KLD", "ratio"))
+    table("Table 4 — max F-measure s.t. F_prot ≥ F_other − 0.02 (Algorithm 3)",
+          "Entry: **ours** test F-measure (test violation F_other − F_prot − 0.02) / "
+          "**paper**.",
+          "table4", T4_COLS, PAPER_T4, ("fmeasure", "violation"),
+          ("F-measure", "F-measure difference"))
     if not args["no_ablation"]:
         md.append("### Ablation — min Σ_G KLD (P1): Algorithm 2 vs SPADE and NEMSIS")
         md.append("")
