@@ -8,8 +8,10 @@ batch 1024, K ∈ {2, 8, 64, 1024} rate constraints:
 
 Columns: ``plain`` (BCE step of the wrapped optimizer), ``eval`` (plain + the fused rate pass,
 the share of the rates layer), ``game`` (the default preset, proxy-Lagrangian / swap regret),
-``lagrangian`` (projected gradient ascent), and on K = 2 a hand-written Lagrangian loop and
-``cooper-optim`` (run only if ``import cooper`` works: it is an optional benchmark extra).
+``lagrangian`` (projected gradient ascent), and on K = 2 a hand-written Lagrangian loop,
+``floor`` (the default game's step hand-fused as lean as eager PyTorch allows, a lower bound of
+``game`` on the machine; see ``_floor``) and ``cooper-optim`` (run only if ``import cooper``
+works: it is an optional benchmark extra).
 
 Goals (issue 5): our extra time over the plain step at most half of cooper's extra time on the
 linear model (K = 2) — against the issue's reference ratio 2.71x when cooper is not installed —,
@@ -136,6 +138,7 @@ def bench_case(kind: str, k: int, device: torch.device, steps: int, repeats: int
 
     if with_baselines and k == 2:
         out["handwritten"] = timed(_handwritten(kind, x, y, g, device), device, steps, repeats)
+        out["floor"] = timed(_floor(kind, x, y, g, device), device, steps, repeats)
         out["cooper"] = _cooper(kind, x, y, g, device, steps, repeats)
     return out
 
@@ -163,6 +166,96 @@ def _handwritten(kind: str, x, y, g, device) -> Callable[[], None]:
             hit = (s > 0).float()
             t0, t1 = (hit * m0).sum() / n0, (hit * m1).sum() / n1
             lam.add_(0.5 * torch.stack([t0 - t1 - 0.05, t1 - t0 - 0.05])).clamp_(min=0)
+
+    return step
+
+
+def _floor(kind: str, x, y, g, device) -> Callable[[], None]:
+    """The default game's step for K = 2 written as lean as eager PyTorch allows: one custom
+    autograd node for the rate pass (true TPRs, hinge bounds, batch denominators with the
+    running estimate's update, the per-example gradient formed in the forward), the
+    swap-regret update of three states by the tree theorem and the infeasibility monitor's
+    average inline. It skips what a library must do (input checks, layouts, records, hooks),
+    so it bounds from below what ``game`` can cost on this machine; not part of fairgames."""
+    model = make_model(kind).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    f32 = dict(device=device, dtype=torch.float32)
+    inf = float("inf")
+    code = (y.long() * 2 + g)                                   # cells (label, group)
+    onehot = torch.zeros(4, x.shape[0], **f32).scatter_(0, code[None], 1.0)
+    cols = torch.ones(4, x.shape[0], **f32)                     # [1, hit, upper, lower]
+    dens = onehot[2:].sum(1)                                    # TPR subsets: y = 1, g = 0 / 1
+    total = torch.tensor(float(x.shape[0]), **f32)
+    keep, step_avg = dens / total > 1e-6, 0.01 * (dens / total).double()
+    running = torch.zeros(2, device=device, dtype=torch.float64)
+    estimate = torch.empty(2, **f32)
+    leaf_rows = torch.zeros(6, 16, **f32)                       # [true; upper; lower] × leaves
+    back = torch.zeros(8, 4, **f32)                             # (upper/lower, cell) ← bounds
+    for i, cell in enumerate((2, 3)):
+        for block in range(3):
+            leaf_rows[block * 2 + i, cell * 4 + 1 + block] = 1.0
+        back[cell, i] = back[4 + cell, 2 + i] = 1.0
+    a_t = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], **f32)
+    d = torch.tensor([-0.05, -0.05], **f32)
+    split_lo = torch.tensor([[0.0], [-inf]], **f32)
+    split_hi = torch.tensor([[inf], [0.0]], **f32)
+    offset = torch.tensor([[1.0], [0.0]], **f32)               # hinge: [1 + s; s] clamped
+    hinge_lo, hinge_hi = torch.tensor([[0.0], [-inf]], **f32), torch.tensor([[inf], [1.0]], **f32)
+    one, zero = torch.ones((), **f32), torch.zeros(1, **f32)
+    floor = 1e-3 / 3
+    q = torch.full((3, 3), floor, **f32)
+    q[0] = 1.0 - 2 * floor
+    tree = torch.tensor([[[1, 3, 6], [7, 6, 3], [5, 2, 1]], [[2, 5, 7], [2, 5, 7], [1, 3, 6]]],
+                        device=device)
+    state = {"q": q, "v": torch.tensor([1.0 - 2 * floor, floor, floor], **f32),
+             "power": 1.0}
+    monitor = torch.zeros(6, device=device, dtype=torch.float64)
+    gain = torch.full((6,), 0.01, device=device, dtype=torch.float64)
+
+    class Pass(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, s, lam):  # type: ignore[override]
+            torch.heaviside(s, one, out=cols[1])
+            bounds = cols[2:]
+            torch.add(s, offset, out=bounds)
+            slope = (bounds > hinge_lo) & (bounds < hinge_hi)
+            bounds.clamp_(hinge_lo, hinge_hi)
+            sums = torch.mm(onehot, cols.t())
+            torch.add(step_avg, running, alpha=0.99, out=running)
+            state["power"] *= 0.99
+            torch.div(running, 1.0 - state["power"], out=estimate)
+            den = torch.where(keep, dens, estimate.clamp_min_(1e-6).mul_(total))
+            values = torch.mv(leaf_rows, sums.view(-1)).view(3, 2) / den
+            split = torch.clamp(torch.mv(a_t, lam), split_lo, split_hi)
+            value = torch.dot(split.view(-1), values[1:].reshape(-1))
+            per_cell = torch.mv(back, (split / den).view(-1)).view(2, 4)
+            ctx.save_for_backward((torch.mm(per_cell, onehot) * slope).sum(0))
+            ctx.mark_non_differentiable(values)
+            return value, values
+
+        @staticmethod
+        def backward(ctx, grad, _):  # type: ignore[override]
+            return ctx.saved_tensors[0] * grad, None
+
+    def step() -> None:
+        opt.zero_grad()
+        s = model(x)[:, 0]
+        v = state["v"]
+        value, values = Pass.apply(s, v[1:])
+        loss = torch.addcmul(value, v[0], F.binary_cross_entropy_with_logits(s, y))
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            rows = torch.addmv(d, a_t, values[0])
+            q = torch.addr(state["q"], torch.cat([zero, rows]), v, beta=0.0)
+            q = q.clamp_(-50.0, 50.0).exp_().mul_(state["q"])
+            q = q.div_(q.sum(0, keepdim=True)).clamp_min_(floor)
+            q = q.div_(q.sum(0, keepdim=True))
+            w = torch.take(q, tree).prod(0).sum(0)
+            state["q"], state["v"] = q, w / w.sum()
+            viol = rows.max().clamp_min(0.0)
+            x6 = torch.stack([viol, viol, 1.0 - state["v"][0], one, one, one])
+            monitor.mul_(0.99).addcmul_(gain, x6)
 
     return step
 
@@ -232,7 +325,7 @@ def main() -> None:
     figures: dict[str, float | str | None] = {}
     units: dict[str, str] = {}
     header = f"{'model':7} {'K':>5} {'plain':>8} {'eval':>8} {'game':>8} {'lagr.':>8} " \
-             f"{'ratio':>6} {'hand':>8} {'cooper':>14}"
+             f"{'ratio':>6} {'hand':>8} {'floor':>8} {'cooper':>14}"
     print(header)
     print("-" * len(header))
     for kind in ("linear", "mlp"):
@@ -250,6 +343,7 @@ def main() -> None:
 
             print(f"{kind:7} {k:>5} {fmt(r['plain'])} {fmt(r['eval'])} {fmt(r['game'])} "
                   f"{fmt(r['lagrangian'])} {ratio:6.2f} {fmt(r.get('handwritten'))} "
+                  f"{fmt(r.get('floor'))} "
                   f"{str(r.get('cooper', '-')) if not isinstance(r.get('cooper'), float) else format(r['cooper'], '14.3f'):>14}")  # noqa: E501
 
     plain, game = figures["linear_K2_plain_ms"], figures["linear_K2_game_ms"]

@@ -246,11 +246,21 @@ class ConstrainedOptimizer:
         if not isinstance(batch, Batch):
             raise TypeError(f"lagrangian() takes a fairgames.rates.Batch, got "
                             f"{type(batch).__name__}")
-        if values is None:
-            values = self.evaluator(batch)
         omega, lam = self.multipliers.weights()
         autocast = torch.is_autocast_enabled(self.device.type)
-        if autocast:
+        if values is None:
+            # One pass: the costs are formed from the batch's true rates inside it, and the
+            # loss is one autograd node (see RateEvaluator.combination_bound).
+            used: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+
+            def costs(true: torch.Tensor) -> torch.Tensor:
+                c, ratios = self._leaf_costs(true, omega, lam)
+                used.append(ratios)
+                return c
+
+            loss, values = self.evaluator.combination_bound(batch, costs)
+            true, ratios = values.true, used[0]
+        elif autocast:
             with torch.autocast(device_type=self.device.type, enabled=False):
                 loss, true, ratios = self._rates_loss(values, omega, lam)
         else:
@@ -273,19 +283,26 @@ class ConstrainedOptimizer:
             self._pending.add(rec)
         return loss
 
-    def _rates_loss(self, values: LeafValues, omega: torch.Tensor, lam: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor,
-                               tuple[torch.Tensor, torch.Tensor] | None]:
-        """``Σ c⁺·upper + c⁻·lower`` at the leaf costs of ``(ω, λ)`` (fp32, outside autocast),
-        with the true leaf values and the linearised ratios it used."""
+    def _leaf_costs(self, true: torch.Tensor, omega: torch.Tensor, lam: torch.Tensor
+                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The leaf costs ``c(ω, λ)`` at this batch's true rates (the ratio slacks and the
+        linearised ratios read them), with the linearised ratios used."""
         t = self.terms
-        true = values.true.detach() if values.true.requires_grad else values.true
         slacks = self._empty
         if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
             assert self.slacks is not None
             slacks = self.slacks.current(true)
         ratios = t.ratio_values(true) if t.num_linear else None
-        costs = t.leaf_costs(omega, lam, slacks, ratios)
+        return t.leaf_costs(omega, lam, slacks, ratios), ratios
+
+    def _rates_loss(self, values: LeafValues, omega: torch.Tensor, lam: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor,
+                               tuple[torch.Tensor, torch.Tensor] | None]:
+        """``Σ c⁺·upper + c⁻·lower`` at the leaf costs of ``(ω, λ)`` (fp32, outside autocast)
+        from precomputed leaf values, with the true leaf values and the linearised ratios."""
+        t = self.terms
+        true = values.true.detach() if values.true.requires_grad else values.true
+        costs, ratios = self._leaf_costs(true, omega, lam)
         if values.flat_bounds is not None:
             loss = t.surrogate_flat(costs, values.flat_bounds)
         else:

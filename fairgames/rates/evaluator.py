@@ -47,7 +47,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -283,8 +283,9 @@ class RateEvaluator(torch.nn.Module):
         self.register_buffer("_score_total", torch.zeros((), dtype=torch.float64),
                              persistent=False)
         # A host copy of running_decay_power (decay^updates, the same float64 products), so
-        # the bias correction is a host scalar; re-read when a state dict is loaded.
-        self._power_host = 1.0
+        # the bias correction is a host scalar; re-read when a state dict is loaded. Kept in a
+        # list: setting a Module attribute goes through Module.__setattr__, slow per step.
+        self._power_host = [1.0]
         self._plans: dict[tuple, _Plan] = {}
         self._layout_cache: _Layout | None = None
         self._constants: dict[tuple, torch.Tensor] = {}
@@ -537,6 +538,61 @@ class RateEvaluator(torch.nn.Module):
         true = (nums[:k] / den).detach()
         return LeafValues(true, nums[k:2 * k] / den, nums[2 * k:] / den, self.index, prop)
 
+    def combination_bound(self, batch: Batch, costs: Callable[[torch.Tensor], torch.Tensor],
+                          *, update: bool | None = None) -> tuple[torch.Tensor, LeafValues]:
+        """The sign-correct surrogate ``Σ_k c⁺_k·upper_k + c⁻_k·lower_k`` of ``⟨c, R⟩`` (an
+        upper bound for bound surrogates; paper 000 eq. (4)) at leaf costs ``c = costs(true)``
+        ``[K]``, computed from the batch's TRUE rates inside the pass. Returns the scalar
+        (differentiable in the scores, first order) and the :class:`LeafValues` (here without
+        gradient).
+
+        On the fused pass this is ONE autograd node whose forward also forms the per-example
+        gradient, so the backward is a single multiply; otherwise it is the dot of the costs'
+        positive / negative parts with the bounds of :meth:`forward`.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import Batch, RateEvaluator, positive_prediction_rate
+            >>> ev = RateEvaluator([positive_prediction_rate()])
+            >>> s = torch.tensor([0.5, -2.0], requires_grad=True)
+            >>> value, leaves = ev.combination_bound(
+            ...     Batch(scores=s, labels=torch.tensor([1.0, 0.0])), lambda t: 2.0 * t.new_ones(1))
+            >>> float(value.detach()), float(leaves.true[0])  # 2·mean(relu(1 + s)), mean(s > 0)
+            (1.5, 0.5)
+        """
+        plan = self._plan(batch)
+        update = self.training if update is None else update
+        device_type = batch.device.type
+        if torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type=device_type, enabled=False):
+                return self._combination_bound(plan, batch, costs, update)
+        return self._combination_bound(plan, batch, costs, update)
+
+    def _combination_bound(self, plan: _Plan, batch: Batch,
+                           costs: Callable[[torch.Tensor], torch.Tensor], update: bool
+                           ) -> tuple[torch.Tensor, LeafValues]:
+        if (plan.fused is not None and batch.scores is not None
+                and batch.mixture_weights is None
+                and (batch.weights is None or not batch.weights.requires_grad)):
+            layout = self._layout(plan, batch)
+            value, true, bounds = _FusedBound.apply(batch.scores, self, layout, update, costs)
+            return value, LeafValues(true, None, None, self.index, layout.prop, bounds)
+        values = self._forward(plan, batch, update)
+        with torch.no_grad():
+            c = costs(values.true)
+        return (torch.dot(c.clamp_min(0.0), values.upper)
+                + torch.dot(c.clamp_max(0.0), values.lower)), values
+
+    def _split_bounds(self, like: torch.Tensor, side: int) -> torch.Tensor:
+        """The clamp bounds ``[[0], [−inf]]`` (side 0) and ``[[inf], [0]]`` (side 1) that split
+        costs ``[K]`` into ``[c⁺; c⁻]`` ``[2, K]`` in one clamp (cached per device / dtype)."""
+        key = ("split", side, like.device, like.dtype)
+        out = self._constants.get(key)
+        if out is None:
+            vals = [[0.0], [-math.inf]] if side == 0 else [[math.inf], [0.0]]
+            out = self._constants[key] = torch.tensor(vals, dtype=like.dtype, device=like.device)
+        return out
+
     def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each leaf's denominator and proportion ``[K]`` from the plan's output (numerators,
@@ -549,8 +605,8 @@ class RateEvaluator(torch.nn.Module):
                 self.running_average.mul_(self.decay).add_(
                     (1.0 - self.decay) * prop.detach().double())
                 self.running_decay_power.mul_(self.decay)
-            self._power_host *= self.decay
-        correction = max(1.0 - self._power_host, 1e-300)
+            self._power_host[0] *= self.decay
+        correction = max(1.0 - self._power_host[0], 1e-300)
         estimate = (self.running_average / correction).to(prop.dtype).clamp_min(self.floor)
         if self.denominator == "running":
             den = estimate * total
@@ -616,11 +672,13 @@ class RateEvaluator(torch.nn.Module):
         """Each leaf's denominator ``[K]`` (the layout's weights, or the running estimates of
         subsets below the floor), after the running update when ``update``."""
         if update:
-            self.running_average.mul_(self.decay).add_(layout.step)
+            # r ← step + decay·r in one op (step = (1 − decay)·proportion)
+            torch.add(layout.step, self.running_average, alpha=self.decay,  # type: ignore[arg-type]
+                      out=self.running_average)
             self.running_decay_power.mul_(self.decay)
-            self._power_host *= self.decay
+            self._power_host[0] *= self.decay
         estimate = self._estimate_buffer(layout.keep)  # type: ignore[arg-type]
-        torch.div(self.running_average, max(1.0 - self._power_host, 1e-300), out=estimate)
+        torch.div(self.running_average, max(1.0 - self._power_host[0], 1e-300), out=estimate)
         estimate.clamp_min_(self.floor).mul_(layout.total)
         if self.denominator == "running":
             den = estimate.clone()
@@ -710,11 +768,64 @@ class RateEvaluator(torch.nn.Module):
     def _load_from_state_dict(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         super()._load_from_state_dict(*args, **kwargs)
         self._score_total.zero_()
-        self._power_host = float(self.running_decay_power)   # loading may sync, a step not
+        self._power_host = [float(self.running_decay_power)]   # loading may sync, a step not
 
     def extra_repr(self) -> str:
         return (f"leaves={len(self.leaves)}, subsets={len(self.subsets)}, "
                 f"surrogate={self.surrogate.kind}, denominator={self.denominator}")
+
+
+def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused pass's forward, outside autograd: ``values`` ``[3, K]`` (true, upper, lower),
+    each leaf's denominator ``[K]`` and the surrogate's slopes ``[2J, B]`` (see
+    :class:`_FusedPass`)."""
+    plan = layout.plan
+    fused = plan.fused
+    assert fused is not None
+    ev._score_total.add_(s.sum())
+    cols = ev._columns(plan.columns, s)                 # [C, B]; row 0 holds ones
+    slopes = []
+    for j, ind in enumerate(ev.indicators):
+        margin = s - ind.threshold if ind.threshold else s
+        r = 1 + 3 * j
+        torch.heaviside(margin, ev._constant(0.0 if ind.strict else 1.0, s), out=cols[r])
+        slopes.append(ev.surrogate.fill_bounds(margin, cols[r + 1: r + 3]))
+    if layout.onehot is not None:
+        sums = torch.mm(layout.onehot, cols.t())         # [cells, C]
+    else:
+        # Summed along dim 1 of a [C, cells] buffer from the contiguous [C, B] columns: on
+        # CPU, index_add along dim 0 from the [B, C] view is 10-20x slower when few cells
+        # take many rows each (2.4 ms against 0.2 ms at 20 cells, B = 65 536).
+        src = cols if layout.weights is None else cols * layout.weights
+        sums = torch.zeros(plan.columns, plan.hard_cells, device=s.device)
+        sums.index_add_(1, layout.code, src)
+        sums = sums.t()
+    flat = sums.reshape(-1)
+    if layout.dens is None:
+        ev._layout_denominators(layout, fused.den(flat))
+    den = ev._fused_denominators(layout, update)
+    values = fused.leaf(flat).view(3, plan.n_leaves) / den
+    slope = slopes[0] if len(slopes) == 1 else torch.cat(slopes, dim=0)
+    return values, den, slope
+
+
+def _bounds_to_scores(layout: _Layout, g_bounds: torch.Tensor, den: torch.Tensor,
+                      slope: torch.Tensor) -> torch.Tensor:
+    """``d⟨g, [upper, lower]⟩ / d scores`` ``[B]`` for a gradient ``g_bounds`` ``[2K]`` of the
+    bounds: divided by the denominators, through the transposed bound rows onto each cell's
+    upper / lower columns, gathered per example (with its weight), times the slopes."""
+    plan = layout.plan
+    assert plan.fused is not None
+    g = (g_bounds.reshape(2, plan.n_leaves).to(torch.float32) / den).view(-1)
+    per_cell = plan.fused.back(g).view(-1, plan.hard_cells)     # [2J, cells]
+    if layout.onehot is not None:
+        per = torch.mm(per_cell, layout.onehot)                # [2J, B], weighted
+    else:
+        per = per_cell.index_select(1, layout.code)
+        if layout.weights is not None:
+            per = per * layout.weights
+    return (per * slope).sum(0)
 
 
 class _FusedPass(torch.autograd.Function):
@@ -733,36 +844,9 @@ class _FusedPass(torch.autograd.Function):
     def forward(ctx, scores: torch.Tensor, ev: RateEvaluator,  # type: ignore[override]
                 layout: _Layout, update: bool) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
-        plan = layout.plan
-        fused = plan.fused
-        assert fused is not None
         s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
-        ev._score_total.add_(s.sum())
-        cols = ev._columns(plan.columns, s)                 # [C, B]; row 0 holds ones
-        slopes = []
-        for j, ind in enumerate(ev.indicators):
-            margin = s - ind.threshold if ind.threshold else s
-            r = 1 + 3 * j
-            torch.heaviside(margin, ev._constant(0.0 if ind.strict else 1.0, s), out=cols[r])
-            slopes.append(ev.surrogate.fill_bounds(margin, cols[r + 1: r + 3]))
-        if layout.onehot is not None:
-            sums = torch.mm(layout.onehot, cols.t())         # [cells, C]
-        else:
-            # Summed along dim 1 of a [C, cells] buffer from the contiguous [C, B] columns: on
-            # CPU, index_add along dim 0 from the [B, C] view is 10-20x slower when few cells
-            # take many rows each (2.4 ms against 0.2 ms at 20 cells, B = 65 536).
-            src = cols if layout.weights is None else cols * layout.weights
-            sums = torch.zeros(plan.columns, plan.hard_cells, device=s.device)
-            sums.index_add_(1, layout.code, src)
-            sums = sums.t()
-        flat = sums.reshape(-1)
-        if layout.dens is None:
-            ev._layout_denominators(layout, fused.den(flat))
-        den = ev._fused_denominators(layout, update)
-        k = plan.n_leaves
-        values = fused.leaf(flat).view(3, k) / den
+        values, den, slope = _fused_values(ev, layout, s, update)
         if ctx.needs_input_grad[0]:
-            slope = slopes[0] if len(slopes) == 1 else torch.cat(slopes, dim=0)
             ctx.save_for_backward(den, slope)
             ctx.layout, ctx.score_dtype = layout, scores.dtype
         true = values[0]
@@ -775,19 +859,43 @@ class _FusedPass(torch.autograd.Function):
         if g_bounds is None or not ctx.needs_input_grad[0]:
             return None, None, None, None
         den, slope = ctx.saved_tensors
-        layout: _Layout = ctx.layout
-        plan = layout.plan
-        assert plan.fused is not None
-        g = (g_bounds.reshape(2, plan.n_leaves).to(torch.float32) / den).view(-1)
-        per_cell = plan.fused.back(g).view(-1, plan.hard_cells)     # [2J, cells]
-        if layout.onehot is not None:
-            per = torch.mm(per_cell, layout.onehot)                # [2J, B], weighted
-        else:
-            per = per_cell.index_select(1, layout.code)
-            if layout.weights is not None:
-                per = per * layout.weights
-        grad = (per * slope).sum(0)
+        grad = _bounds_to_scores(ctx.layout, g_bounds, den, slope)
         return grad.to(ctx.score_dtype), None, None, None
+
+
+class _FusedBound(torch.autograd.Function):
+    """``Σ c⁺·upper + c⁻·lower`` at costs ``c = costs(true)`` as one autograd node whose
+    forward also forms the per-example gradient (so its backward is one multiply).
+
+    The costs may depend on the batch's true rates (linearised ratios, ratio slacks), which
+    is why they are a callback run inside the pass. Outputs the scalar, ``true`` [K] and
+    ``bounds`` [2K] (the latter two without gradient). First-order only.
+    """
+
+    @staticmethod
+    def forward(ctx, scores: torch.Tensor, ev: RateEvaluator,  # type: ignore[override]
+                layout: _Layout, update: bool,
+                costs: Callable[[torch.Tensor], torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
+        values, den, slope = _fused_values(ev, layout, s, update)
+        true, bounds = values[0], values[1:].view(-1)
+        c = costs(true)
+        split = torch.clamp(c, ev._split_bounds(c, 0), ev._split_bounds(c, 1)).view(-1)
+        value = torch.dot(split, bounds)                # paper 000 eq. (4): c⁺ᵀ·up + c⁻ᵀ·lo
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(_bounds_to_scores(layout, split, den, slope))
+            ctx.score_dtype = scores.dtype
+        ctx.mark_non_differentiable(true, bounds)
+        return value, true, bounds
+
+    @staticmethod
+    def backward(ctx, g_value: torch.Tensor, _g_true: torch.Tensor | None,  # type: ignore[override]
+                 _g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None, None
+        (grad,) = ctx.saved_tensors
+        return (grad * g_value).to(ctx.score_dtype), None, None, None, None
 
 
 def _resolve(value: str | int, names: Sequence[str], what: str) -> int:

@@ -89,3 +89,67 @@ def test_a_changed_label_tensor_invalidates_the_cached_layout():
     assert tpr() == pytest.approx([0.5, 0.5])
     g[1] = 1                                    # example 1 (a miss) moves to group y
     assert tpr() == pytest.approx([1.0, 1 / 3])
+
+
+def _bound_batch(values: int, weighted: bool, soft: bool, dtype: torch.dtype, seed: int = 0):
+    names = [f"v{i}" for i in range(values)]
+    gen = torch.Generator().manual_seed(seed)
+    n = 200
+    g = torch.randint(0, values, (n,), generator=gen)
+    if soft:
+        g = torch.nn.functional.one_hot(g, values).float() * 0.9
+    y = (torch.rand(n, generator=gen) < 0.5).float()
+    w = torch.rand(n, generator=gen) + 0.1 if weighted else None
+    s = (torch.randn(n, generator=gen, dtype=torch.float64) * 2).to(dtype).requires_grad_()
+    return s, Batch(scores=s, labels=y, weights=w, groups={"a": g}, group_values={"a": names})
+
+
+@pytest.mark.parametrize("kind", ["hinge", "logistic", "ramp"])
+@pytest.mark.parametrize("values", [2, 12], ids=["onehot", "index_add"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft_general_pass"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_combination_bound_equals_the_sign_split_dot_of_the_bounds(kind, values, weighted,
+                                                                   soft, dtype):
+    """Σ c⁺·upper + c⁻·lower at costs read off the true rates, and its gradient, against the
+    same sum formed from an independent evaluator's bounds (paper 000 eq. (4))."""
+    names = [f"v{i}" for i in range(values)]
+    items = _items(names)
+    ev, ref = RateEvaluator(items, kind), RateEvaluator(items, kind)
+    for step in range(3):                      # the running estimates advance alike
+        s, batch = _bound_batch(values, weighted, soft, dtype, seed=step)
+        seen = []
+
+        def costs(true: torch.Tensor, step=step, seen=seen) -> torch.Tensor:
+            seen.append(true.clone())
+            signs = torch.tensor([(-1.0) ** i for i in range(true.shape[0])])
+            return signs * (true + 0.1 * (step + 1))      # mixed signs, read off the rates
+
+        value, leaves = ev.combination_bound(batch, costs)
+        (grad,) = torch.autograd.grad(value, s)
+        v = ref(batch)
+        c = costs(v.true).detach()
+        expected = (torch.dot(c.clamp_min(0), v.upper) + torch.dot(c.clamp_max(0), v.lower))
+        (grad_ref,) = torch.autograd.grad(expected, s)
+        assert grad.dtype == s.dtype and not leaves.true.requires_grad
+        torch.testing.assert_close(seen[0], v.true.detach())
+        torch.testing.assert_close(leaves.true, v.true.detach())
+        torch.testing.assert_close(leaves.upper, v.upper.detach())
+        torch.testing.assert_close(leaves.lower, v.lower.detach())
+        torch.testing.assert_close(value.double(), expected.detach().double(),
+                                   rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grad.double(), grad_ref.double(), rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(ev.running_average, ref.running_average)
+
+
+def test_combination_bound_is_one_node_scaled_by_the_incoming_gradient():
+    ev = RateEvaluator([R.true_positive_rate(group("a", v)) for v in ("v0", "v1")])
+    s, batch = _bound_batch(2, False, False, torch.float32)
+    value, _ = ev.combination_bound(batch, lambda t: torch.tensor([1.0, -2.0]))
+    assert value.grad_fn.name() == "_FusedBoundBackward"
+    (g1,) = torch.autograd.grad(value, s, retain_graph=True)
+    (g3,) = torch.autograd.grad(3.0 * value, s)
+    torch.testing.assert_close(g3, 3.0 * g1)
+    with torch.no_grad():                      # no gradient wanted: nothing is saved
+        value, _ = ev.combination_bound(batch, lambda t: torch.tensor([1.0, -2.0]))
+    assert value.grad_fn is None
