@@ -19,7 +19,9 @@ constraint values ``g_{r,j}`` (``g ≤ 0`` is satisfied), two deterministic-ish 
   along null directions of the active rows, which keep every constraint value and never raise
   the objective), so the bound holds whatever the solver returns. When no mixture is
   feasible, the smallest achievable maximum violation ``s*`` is found first, and the objective
-  is minimised subject to ``Σ w_r g_{r,j} ≤ s*`` (flagged and warned about).
+  is minimised subject to ``Σ w_r g_{r,j} ≤ s*`` (flagged and warned about). A candidate
+  with a ``+inf`` objective or constraint value (a KLD at ``p̂ ∈ {0, 1}``, say: the zero
+  model's snapshot) gets weight 0; NaN is an error.
 
 For rates affine in the leaves, a mixture's constraint value is exactly ``Σ w_r g_r``. For a
 convex ψ of rates it is at most that (Jensen), so the LP is conservative; for ratios it is only
@@ -124,9 +126,17 @@ def shrink_lp(objectives: Sequence[float] | np.ndarray | torch.Tensor,
     Returns the weights, or the full :class:`LPMixture` when ``return_result`` is true.
     Emits a ``RuntimeWarning`` (and sets ``feasible=False``) when no mixture is feasible.
     """
-    f, g = _as_problem(objectives, constraints)
-    if not (np.isfinite(f).all() and np.isfinite(g).all()):
-        raise ValueError("shrink_lp needs finite objectives and constraint values")
+    f_all, g_all = _as_problem(objectives, constraints)
+    if np.isnan(f_all).any() or np.isnan(g_all).any() or (f_all == -np.inf).any() or (
+            g_all == -np.inf).any():
+        raise ValueError("shrink_lp needs finite objectives and constraint values (+inf "
+                         "excludes a candidate); got NaN or -inf")
+    # A candidate whose objective or a constraint is +inf (e.g. a KLD at p̂ ∈ {0, 1}) is in no
+    # mixture worth having: it gets weight 0 and the LP runs on the others.
+    usable = np.isfinite(f_all) & np.isfinite(g_all).all(axis=1)
+    if not usable.any():
+        raise ValueError("shrink_lp: every candidate has an infinite objective or constraint")
+    f, g = f_all[usable], g_all[usable]
     r, m = g.shape
     ones = np.ones((1, r))
     a_ub = g.T if m else None
@@ -155,7 +165,9 @@ def shrink_lp(objectives: Sequence[float] | np.ndarray | torch.Tensor,
     w = _reduce_support(np.clip(res.x, 0.0, None), f, g)
     values = g.T @ w if m else np.zeros(0)
     worst = float(values.max()) if m else -np.inf
-    result = LPMixture(w, float(f @ w), values, worst <= tolerance + 1e-9,
+    weights = np.zeros(f_all.shape[0])
+    weights[usable] = w
+    result = LPMixture(weights, float(f @ w), values, worst <= tolerance + 1e-9,
                        max(0.0, worst), message)
     return result if return_result else result.weights
 

@@ -277,6 +277,23 @@ def test_shrink_lp_infeasible_minimises_the_maximum_violation_with_a_warning():
         shrink_lp([0.1, float("nan")], [[0.0], [0.0]])
 
 
+def test_shrink_lp_gives_infinite_candidates_no_weight_and_solves_the_rest():
+    """A snapshot whose objective is +inf (KLD at p̂ = 0, the zero-initialised model) or
+    whose constraint is +inf takes no weight; the others get the LP of the finite ones."""
+    inf = float("inf")
+    f = np.array([inf, 1.0, 0.0, 0.5, 0.2])
+    g = np.array([[-1.0], [-1.0], [1.0], [0.5], [inf]])
+    res = shrink_lp(f, g, return_result=True)
+    expected = shrink_lp(f[1:4], g[1:4])
+    np.testing.assert_allclose(res.weights, np.r_[0.0, expected, 0.0], atol=1e-12)
+    np.testing.assert_allclose(res.weights[1:4], [0.5, 0.5, 0.0], atol=1e-9)   # f = 0.5, g = 0
+    assert res.feasible and res.objective == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="every candidate"):
+        shrink_lp([inf, inf], [[0.0], [0.0]])
+    with pytest.raises(ValueError, match="-inf"):
+        shrink_lp([0.1, -inf], [[0.0], [0.0]])
+
+
 # --------------------------------------------------------------------------- snapshots
 class _WithBuffer(torch.nn.Module):
     def __init__(self) -> None:
