@@ -32,7 +32,7 @@ def test_cell_keys_are_unique(rep):
                          "lambda_lr": 1.0}) == "kld_law_s1_algorithm2_th0.1_la1"
 
 
-@pytest.mark.parametrize("kind", ["unc", "kld", "f1", "ablation"])
+@pytest.mark.parametrize("kind", ["unc", "kld", "kld_lp", "f1", "ablation"])
 def test_overrides_compose(rep, kind):
     from hydra import compose, initialize_config_dir
 
@@ -45,9 +45,11 @@ def test_overrides_compose(rep, kind):
         cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3))
     validate(cfg)
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
-    if kind == "kld":
+    if kind in ("kld", "kld_lp"):
         assert cfg.problem.variables.unc_error == 0.3
         assert "unc_error" in cfg.problem.constraints.error_bound
+        # the same run; only the stochastic output differs (uniform vs LP mixture)
+        assert cfg.trainer.stochastic == ("shrunk" if kind == "kld_lp" else "uniform")
     if kind == "f1":
         assert cfg.problem.protected_group == "high"
 
