@@ -53,7 +53,7 @@ CONFIGS = ROOT / "configs"
 RESULTS = HERE / "results"
 
 DATASETS = ("compas", "crime", "law", "adult")
-PROTECTED = {"compas": ("sex", "Female"), "crime": ("black", "high"),
+PROTECTED = {"compas": ("sex", "Female"), "crime": ("black", "low"),
              "law": ("race_black", "black"), "adult": ("sex", "Female")}
 PAPER_GRID = (0.001, 0.01, 0.1, 1.0)
 COCO_LRS = (1.0, 5.0, 20.0)

@@ -19,11 +19,11 @@ entries of ratio rows. Everything a step needs is then a mat-vec:
 Ratios (P3). A term ``c·⟨α,R⟩/⟨β,R⟩`` is played in one of three ways (the preset's
 ``ratio_slacks``, ``Problem.compile(ratios=...)``):
 
-* ``"linearize"`` (default of every preset but ``algorithm3``): no slack — the θ-player sees
+* ``"linearize"`` (every preset's, ``algorithm3`` included): no slack — the θ-player sees
   the ratio's gradient at the true rates, ``c·(α − z·β)/den`` with ``z = num/den``, and its row
   gains ``c·z``, the true value. This is the slacks and their rows' multipliers at their best
   responses (``z = num/den`` makes the row tight, where ``∂L/∂z = 0`` fixes that multiplier).
-* ``"num_den"`` (``algorithm3``; paper 000 Algorithm 3): ``c·a/b`` with a numerator slack
+* ``"num_den"`` (paper 000 Algorithm 3 as Table 2 plays it): ``c·a/b`` with a numerator slack
   ``a ∈ [max(0, num̲), num̄]`` and a denominator slack ``b ∈ [max(ratio_floor, den̲), den̄]``
   (the ranges of ``num``, ``den`` over rates in [0, 1]) and two slack rows: ``⟨α,R⟩ − a ≤ 0``
   and ``b − ⟨β,R⟩ ≤ 0`` when ``c > 0``, ``a − ⟨α,R⟩ ≤ 0`` and ``⟨β,R⟩ − b ≤ 0`` when
@@ -37,17 +37,19 @@ Ratios (P3). A term ``c·⟨α,R⟩/⟨β,R⟩`` is played in one of three ways 
 
 Measured (1000 steps on the F-measure parity problem of ``tests/game/test_game_metrics.py``,
 unconstrained model: F1 0.711, parity violation 0.211): ``"num_den"`` is a heuristic that the
-paper does not prove anything about, and it is fragile. For a ratio to maximise (``c < 0``)
-``−a/b`` is concave in ``b``, so the slacks' own best response is a corner of the box and
-simultaneous OGD on ``(a, b)`` against OGD on the slack rows' multipliers has an unstable
-rest point (the linearised dynamics have positive trace). With ``slack_lr ≥ 0.003`` the slacks
-ran to the corner (``a`` at its top, ``b`` at its floor) within a few hundred steps and both
-F1 and the violation got worse (violation ≈ 0.30); ``algorithm3``'s small ``slack_lr = 0.001``
-(``multiplier_lr = 0.3``) keeps them near the rates and gets a mixture violation of about 0.15
-at F1 ≈ 0.59 — an improvement, but it does not halve the violation. ``"gradient"`` (``z``) had
-its mixture at violation 0.152 with F1 0.42; the linearised form with the ``lagrangian``
-preset reached violation 0.02 at F1 0.29. (A linear model can reach violation ≤ 0.105 at
-F1 ≈ 0.72 and violation 0 at F1 ≈ 0.49 on that data, by random search.)
+paper does not prove anything about, and it is fragile. ``c·a/b`` has an indefinite Hessian for
+every ``(a, b)`` (determinant ``−c²/b⁴``), so simultaneous OGD on ``(a, b)`` against OGD on the
+slack rows' multipliers has no interior rest point. With ``slack_lr ≥ 0.003`` the slacks ran
+to the corner (``a`` at its top, ``b`` at its floor) within a few hundred steps and both F1 and
+the violation got worse (violation ≈ 0.30); ``slack_lr = 0.001`` (``multiplier_lr = 0.3``)
+keeps them near the rates and gets a mixture violation of about 0.15 at F1 ≈ 0.59; on paper
+000's Table 4 data the OGD slacks over-satisfy the constraint at a large cost in F1. The
+``algorithm3`` preset therefore plays the slacks' subgame exactly — the tight point
+``a = num, b = den`` with KKT multipliers ``|c|w/den``, ``|c|w·num/den²``, which is
+``"linearize"`` (presets note [4]); on the test problem it reached violation 0.043 at F1 0.29.
+``"gradient"`` (``z``) had its mixture at violation 0.152 with F1 0.42. (A linear model can
+reach violation ≤ 0.105 at F1 ≈ 0.72 and violation 0 at F1 ≈ 0.49 on that data, by random
+search.)
 
 Example:
     >>> import torch

@@ -9,7 +9,7 @@ preset                  problems  θ-player         slack player     λ-player  
 ``nemsis`` [2]_         P1        OGD on L̃2       BR (inside λ)    FTL, surrogate       yes
 ``algorithm1``          P1–P2     BR (CSO) on L2   BR               OGD, true            yes
 ``algorithm2``          P1–P2     OGD on L̃2       BR               OGD, true            no
-``algorithm3``          P3        OGD on L̃_sr     OGD on a, b      OGD, true            no
+``algorithm3`` [4]_     P3        OGD on L̃_sr     BR on a, b       OGD, true            no
 ``lagrangian`` [3]_     P2        OGD on L̃        BR               OGD, true            no
 ``proxy_lagrangian``    any       OGD on L̃        BR               swap regret, true    no
 ======================  ========  ===============  ===============  ===================  ====
@@ -18,6 +18,17 @@ preset                  problems  θ-player         slack player     λ-player  
    2019 (Definition 1; Definition 2 and Algorithm 2 for the proxy-Lagrangian). Equilibria
    (paper 000): Nash for the zero-sum rows, coarse-correlated for Algorithm 2, none proven for
    Algorithm 3 (a heuristic).
+.. [4] Table 2 plays the ratio slacks ``a, b`` of Algorithm 3 by OGD. ``c·a/b`` has the
+   Hessian ``c·[[0, −1/b²], [−1/b², 2a/b³]]``, indefinite (determinant ``−c²/b⁴ < 0``) for every
+   ``(a, b)`` and either sign of ``c``, so the subgame of the slacks against their rows'
+   multipliers has no interior saddle point: OGD on ``(a, b)`` against gradient ascent on those
+   multipliers drifts to a corner of the box (measured on paper 000's Table 4 problems:
+   mixtures at F1 0.39–0.62 against the paper's 0.63–0.93). The preset therefore plays that
+   subgame exactly: with the slack rows as the slacks' hard constraints, ``min c·w·a/b`` over
+   ``a ≤ num, b ≥ den`` (``c < 0``; reversed for ``c > 0``) is attained at the tight point
+   ``a = num, b = den`` with KKT multipliers ``|c|w/den`` and ``|c|w·num/den²``, which hand the
+   θ-player the ratio's gradient ``c·w·(∇num − (num/den)∇den)/den`` — the ``"linearize"``
+   ratio mode. ``ratio_slacks="num_den"`` keeps Table 2's OGD slacks as an option.
 
 "BR inside λ" means the slacks take their best response to each λ the λ-player considers, i.e.
 the λ-player's payoff is ``min_ξ L``. Players that see the surrogate ``L̃`` cannot take a ψ that
@@ -142,11 +153,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                        "rates"),
     Preset("algorithm3", theta="gradient", theta_payoff="surrogate",
            multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="gradient",
-           ratio_slacks="num_den", slack_lr=0.001, multiplier_lr=0.3, radius=10.0,
+           ratio_slacks="linearize", multiplier_lr=0.3, radius=10.0,
            problems=("P3",), zero_sum=False, equilibrium="",
-           description="paper 000 Algorithm 3: OGD for θ (surrogates), the numerator and "
-                       "denominator slacks a, b of each ratio (projected, in their box) and λ "
-                       "(true rates); a heuristic"),
+           description="paper 000 Algorithm 3: OGD for θ (surrogates) and λ (true rates); the "
+                       "numerator/denominator slacks a, b of each ratio and their rows' "
+                       "multipliers play the exact solution of their subgame (tight slacks, "
+                       "a = num, b = den: the linearised ratio) instead of OGD, which has no "
+                       "rest point there; a heuristic"),
     Preset("lagrangian", theta="gradient", theta_payoff="surrogate",
            multipliers="gradient_ascent", multiplier_payoff="true", psi_slacks="best_response",
            problems=("P2",), zero_sum=False, equilibrium="coarse-correlated",

@@ -119,13 +119,27 @@ def test_fmeasure_parity_improves_over_the_unconstrained_model(synthetic, helper
     assert -mixture["objective"] > 0.3, mixture
 
 
-def test_algorithm3_num_den_slacks_improve_fmeasure_parity(synthetic, helpers):
-    """Paper 000 Algorithm 3 (a, b slacks on OGD) with its preset's step sizes. Measured:
-    violation 0.211 → 0.147 at F1 0.711 → 0.587, the slacks inside their box (with a larger
-    slack_lr they run to its corner and the violation grows to ≈ 0.30)."""
-    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3")
+def test_num_den_ogd_slacks_improve_fmeasure_parity(synthetic, helpers):
+    """Table 2's Algorithm 3 (a, b slacks on OGD, ``ratio_slacks="num_den"``) with a small
+    slack step. Measured: violation 0.211 → 0.147 at F1 0.711 → 0.587, the slacks inside their
+    box (with a larger slack_lr they run to its corner and the violation grows to ≈ 0.30)."""
+    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3",
+                                                 ratio_slacks="num_den", slack_lr=0.001)
     assert copt.terms.num_den_terms and copt.preset.ratio_slacks == "num_den"
     assert mixture["f1_parity"] < 0.8 * before["f1_parity"], (before, mixture)
     assert -mixture["objective"] > -before["objective"] - 0.15, (before, mixture)
     s = copt.slacks.slacks
     assert bool((s[1::2] > 0.1).all()) and bool((s[0::2] < 1.9).all()), s   # not the corner
+
+
+def test_algorithm3_preset_halves_the_fmeasure_parity_violation(synthetic, helpers):
+    """The algorithm3 preset (a, b at their subgame's solution: linearised ratios) cuts the
+    violation of the unconstrained model by more than half. Measured: violation 0.211 → 0.043
+    at F1 0.711 → 0.287 — on this data it trades F1 for parity like the proxy-Lagrangian above
+    (the OGD slacks keep F1 0.587 only by leaving the violation at 0.147); on paper 000's
+    Table 4 data it is the better of the two (docs/reproduce_000.md)."""
+    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3")
+    assert copt.terms.num_linear == 3 and copt.slacks is None
+    assert before["f1_parity"] > 0.15
+    assert mixture["f1_parity"] < 0.5 * before["f1_parity"], (before, mixture)
+    assert -mixture["objective"] > 0.25, (before, mixture)     # not the all-negative model

@@ -61,15 +61,22 @@ def test_preset_has_its_defining_choices(name, synthetic, helpers):
     assert isinstance(copt.theta, BestResponsePlayer if theta == "best_response" else
                       GradientPlayer)
     if name == "algorithm3":
-        # Table 2: "OGD on a, b" — a numerator and a denominator slack per ratio (3 ratios),
-        # all on projected OGD, no bilinear z row, no linearised ratio.
-        assert p.ratio_slacks == copt.preset.ratio_slacks == "num_den"
+        # The ratio slacks a, b play their subgame's exact solution (tight slacks, see the
+        # presets' note [4]): each of the 3 ratios is linearised, no slack, no bilinear row;
+        # the only multiplier is the constraint's.
+        assert p.ratio_slacks == copt.preset.ratio_slacks == "linearize"
         t = copt.terms
-        assert len(t.num_den_terms) == 3 and t.num_slacks == 6
-        assert t.num_bilinear == 0 and t.num_linear == 0 and not t.has_psi
-        assert t.slack_kinds == ["ratio"] * 6 and copt.slacks is not None
-        assert float(copt.slacks.gradient_mask.min()) == 1.0 and copt.slacks.lr == p.slack_lr
+        assert t.num_linear == 3 and t.num_slacks == 0 and copt.slacks is None
+        assert t.num_bilinear == 0 and not t.num_den_terms and t.num_rows == 1
         assert (copt.multipliers.lr, copt.multipliers.radius) == (p.multiplier_lr, p.radius)
+        # Table 2's OGD on a, b stays available: a numerator and a denominator slack per
+        # ratio, all on projected OGD.
+        ogd = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+                                   preset=name, ratio_slacks="num_den", slack_lr=0.001)
+        t = ogd.terms
+        assert len(t.num_den_terms) == 3 and t.num_slacks == 6 and t.num_linear == 0
+        assert t.slack_kinds == ["ratio"] * 6 and ogd.slacks is not None
+        assert float(ogd.slacks.gradient_mask.min()) == 1.0 and ogd.slacks.lr == 0.001
     else:
         assert copt.slacks is not None and copt.slacks.psi == slacks
     for _ in range(3):

@@ -251,3 +251,49 @@ def test_num_den_of_precision_constraint_and_slack_gradient_closed_form():
     # a/b is not convex: the ψ best response leaves a, b where they are.
     same = t.psi_best_response(torch.tensor(1.0), lam, torch.tensor([sa, sb]), torch.zeros(0))
     np.testing.assert_array_equal(same.numpy(), np.array([sa, sb], dtype=np.float32))
+
+
+def test_num_den_tight_slacks_with_kkt_multipliers_are_the_linearised_ratio():
+    """The algorithm3 preset's reading of Algorithm 3 (``fairgames.game.presets`` note [4]):
+    the slacks a, b at their rows (a = num, b = den) with the multipliers ``|c|w/den`` and
+    ``|c|w·num/den²`` are a KKT point of the slacks' problem (∂L/∂(a, b) = 0, rows tight), and
+    there the θ-player's leaf costs are those of the linearised ratios — the gradient of the
+    true Lagrangian ω·(−F) + λ₀·(F₀ − F₁ − 0.02), checked against autograd of the original."""
+    a, b = group("group", "0"), group("group", "1")
+    problem = Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")])
+    nd, lin = problem.compile("num_den"), problem.compile("linearize")
+    gen = torch.Generator().manual_seed(3)
+    leaves = (0.05 + 0.25 * torch.rand(nd.num_leaves, generator=gen)).double()
+    omega, lam0 = torch.tensor(1.0, dtype=torch.float64), 0.7
+    nd, lin = nd.double(), lin.double()
+    s = nd.initial_slacks(leaves)
+    lam = torch.zeros(nd.num_rows, dtype=torch.float64)
+    lam[0] = lam0
+    for term in nd.num_den_terms:
+        ia, ib = term.slacks
+        w = float(omega) if term.row < 0 else float(lam[term.row])
+        num, den = float(s[ia]), float(s[ib])
+        # each slack has one row; the λ of that row is its KKT multiplier
+        (ra, _), = nd._slack_rows[ia]
+        (rb, _), = nd._slack_rows[ib]
+        lam[ra] = abs(term.coefficient) * w / den
+        lam[rb] = abs(term.coefficient) * w * num / den ** 2
+    grad = nd.slack_gradient(omega, lam, s, torch.zeros(0, dtype=torch.float64),
+                             torch.zeros(0, dtype=torch.float64))
+    torch.testing.assert_close(grad, torch.zeros_like(grad), atol=1e-9, rtol=0)
+    rows = nd.row_values(nd.affine_rows(leaves), torch.zeros(0, dtype=torch.float64), s,
+                         torch.zeros(0, dtype=torch.float64))
+    torch.testing.assert_close(rows[1:], torch.zeros(6, dtype=torch.float64), atol=1e-12,
+                               rtol=0)
+    # The θ-player's costs: num_den at the KKT point == linearised == ∇_R of the true L.
+    costs_nd = nd.leaf_costs(omega, lam, s)
+    costs_lin = lin.leaf_costs(omega, lam[:1], None, lin.ratio_values(leaves))
+    torch.testing.assert_close(costs_nd, costs_lin, atol=1e-9, rtol=0)
+    r = leaves.clone().requires_grad_(True)
+    f, g = lin.truth(r)
+    (ref,) = torch.autograd.grad(float(omega) * f + lam0 * g[0], r)
+    torch.testing.assert_close(costs_lin, ref, atol=1e-9, rtol=0)
+    # a/b has an indefinite Hessian everywhere: det = −1/b⁴ < 0 (no interior saddle for OGD).
+    ab = s[:2].clone().requires_grad_(True)
+    hess = torch.autograd.functional.hessian(lambda x: x[0] / x[1], ab.detach())
+    assert float(torch.linalg.det(hess)) == pytest.approx(-1.0 / float(s[1]) ** 4, rel=1e-9)
