@@ -239,7 +239,7 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
               unc: dict[tuple[str, int], float] | None = None) -> None:
     todo = []
     for c in cells:
-        if (Path(args["cells_dir"]) / f"{cell_key(c)}.json").exists():
+        if load_cell(args, c) is not None:       # done (and run with these steps)
             continue
         u = unc.get((c["dataset"], c["split"])) if unc is not None else None
         if c["kind"] in ("kld", "kld_lp", "baselines") and u is None:
@@ -262,7 +262,21 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
 # --------------------------------------------------------------------------- selection
 def load_cell(args: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any] | None:
     path = Path(args["cells_dir"]) / f"{cell_key(cell)}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    check_cell_steps(data, args["steps"], path)
+    return data
+
+
+def check_cell_steps(data: dict[str, Any], steps: int, path: Path) -> None:
+    """A cell key does not name the number of steps: refuse a saved engine cell that ran a
+    different number than this invocation asks for (it would be reported as this protocol)."""
+    ran = [int(o.split("=", 1)[1]) for o in data.get("overrides", [])
+           if o.startswith("trainer.steps=")]
+    if ran and ran[0] != steps:
+        raise ValueError(f"{path} was run with {ran[0]} steps, this invocation asks for {steps}:"
+                         " give the same --steps, or a fresh --results directory")
 
 
 def select(runs: list[dict[str, Any]], solution: str, objective, constraint=None

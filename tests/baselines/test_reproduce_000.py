@@ -81,3 +81,22 @@ def test_selection_and_arithmetic(rep):
     assert rep.f1_violation(groups, "sex", "Female") == pytest.approx(0.18)
     assert rep.kld_sum({"overall": {"kld": 0.0}, "a": {"kld": 0.1},
                         "b": {"kld": 0.2}}) == pytest.approx(0.3)
+
+
+def test_a_saved_cell_run_with_other_steps_is_refused(rep, tmp_path):
+    """Cell keys do not name the steps: a rerun asking for another number of steps must not
+    report the saved cells as its own protocol."""
+    import json
+
+    cell = {"kind": "kld", "dataset": "law", "split": 0, "algorithm": "algorithm2",
+            "theta_lr": 0.1, "lambda_lr": 1.0}
+    args = {"cells_dir": str(tmp_path), "steps": 1500}
+    assert rep.load_cell(args, cell) is None
+    saved = {"cell": cell, "overrides": rep.overrides(cell, 1500, 0.2)}
+    (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(saved))
+    assert rep.load_cell(args, cell)["cell"] == cell
+    with pytest.raises(ValueError, match="run with 1500 steps, this invocation asks for 5000"):
+        rep.load_cell({**args, "steps": 5000}, cell)
+    baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
+    (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
+    assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
