@@ -858,6 +858,7 @@ class _FusedPass(torch.autograd.Function):
                  g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         if g_bounds is None or not ctx.needs_input_grad[0]:
             return None, None, None, None
+        _first_order_only()
         den, slope = ctx.saved_tensors
         grad = _bounds_to_scores(ctx.layout, g_bounds, den, slope)
         return grad.to(ctx.score_dtype), None, None, None
@@ -894,8 +895,20 @@ class _FusedBound(torch.autograd.Function):
                  _g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         if not ctx.needs_input_grad[0]:
             return None, None, None, None, None
+        _first_order_only()
         (grad,) = ctx.saved_tensors
         return (grad * g_value).to(ctx.score_dtype), None, None, None, None
+
+
+def _first_order_only() -> None:
+    """The fused nodes' backward is built from constants of the forward (the slopes, the
+    per-example gradient): a graph of it (``create_graph=True``: a gradient penalty, a
+    Hessian-vector product) would give a second derivative without the surrogate's
+    curvature, silently wrong. Grad mode is on in a backward only under ``create_graph``."""
+    if torch.is_grad_enabled():
+        raise RatesError("the fused rate pass is first-order: differentiating its gradient "
+                         "(backward/grad with create_graph=True, e.g. a gradient penalty) is "
+                         "not supported")
 
 
 def _resolve(value: str | int, names: Sequence[str], what: str) -> int:

@@ -153,3 +153,27 @@ def test_combination_bound_is_one_node_scaled_by_the_incoming_gradient():
     with torch.no_grad():                      # no gradient wanted: nothing is saved
         value, _ = ev.combination_bound(batch, lambda t: torch.tensor([1.0, -2.0]))
     assert value.grad_fn is None
+
+
+def test_fused_nodes_refuse_a_second_derivative_instead_of_a_wrong_one():
+    """Both fused nodes compute their backward from constants of the forward (slopes, the
+    per-example gradient): a gradient penalty through them (create_graph=True) must raise,
+    not return a Hessian without the surrogate's curvature; a first-order pass still works."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(40, 3)
+    y = (torch.rand(40) < 0.5).float()
+    g = torch.randint(0, 2, (40,))
+    ev = RateEvaluator([R.true_positive_rate(group("a", v)) for v in ("v0", "v1")], "logistic")
+
+    def batch() -> Batch:
+        return Batch(scores=model(x)[:, 0], labels=y, groups={"a": g},
+                     group_values={"a": ["v0", "v1"]})
+
+    losses = [lambda: ev.combination_bound(batch(), lambda t: torch.tensor([1.0, -2.0]))[0],
+              lambda: ev(batch()).flat_bounds.sum()]
+    for loss in losses:
+        with pytest.raises(R.RatesError, match="first-order"):
+            torch.autograd.grad(loss(), list(model.parameters()), create_graph=True)
+        grads = torch.autograd.grad(loss(), list(model.parameters()))
+        assert all(torch.isfinite(t).all() for t in grads)
