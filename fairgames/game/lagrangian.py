@@ -65,13 +65,12 @@ Example:
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from fairgames.rates import Expression, Psi, PsiNode, RatioNode
+from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_split
 
 from .conjugates import psi_linear_argmin
 
@@ -304,13 +303,11 @@ class LagrangianTerms(torch.nn.Module):
             buffers[f"psi_idx_{n}"] = torch.tensor(t.slacks, dtype=torch.long)
             buffers[f"psi_row_{n}"] = torch.tensor([t.row + 1], dtype=torch.long)
         buffers["constraint_rows"] = torch.tensor(list(constraint_rows), dtype=torch.long)
-        # Shortcuts of the per-step ops (same values): a zero objective vector, constraint
-        # rows that are the rows themselves, and the clamp bounds splitting c into (c⁺, c⁻).
+        # Shortcuts of the per-step ops (same values): a zero objective vector, and constraint
+        # rows that are the rows themselves.
         self._objective_zero = not any(objective)
         self._rows_are_constraints = list(constraint_rows) == list(range(m))
         buffers["objective_constant_t"] = torch.tensor(float(objective_constant))
-        buffers["split_lo"] = torch.tensor([[0.0], [-math.inf]])
-        buffers["split_hi"] = torch.tensor([[math.inf], [0.0]])
         # The (P1) leader's index tensors (see psi_leader), built once.
         self._p1_leader = bool(psi_terms) and all(k == "slack" for k in row_kinds) and all(
             t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios and not (
@@ -394,8 +391,7 @@ class LagrangianTerms(torch.nn.Module):
     def surrogate_flat(self, costs: torch.Tensor, flat_bounds: torch.Tensor) -> torch.Tensor:
         """:meth:`surrogate` with both bounds in one ``[2K]`` tensor ``[upper, lower]`` (the
         fused evaluator's ``LeafValues.flat_bounds``): one clamp and one dot."""
-        split = torch.clamp(costs, self.split_lo, self.split_hi)     # [2, K]: c⁺, c⁻
-        return torch.dot(split.view(-1), flat_bounds)
+        return torch.dot(sign_split(costs).view(-1), flat_bounds)
 
     # ------------------------------------------------------------------ rows
     def affine_rows(self, leaves: torch.Tensor) -> torch.Tensor:

@@ -78,6 +78,6 @@ from .subsets import (
     positive_label,
     source,
 )
-from .surrogates import Surrogate
+from .surrogates import Surrogate, sign_split
 
 __all__ = [name for name in dir() if not name.startswith("_")]

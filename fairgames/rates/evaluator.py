@@ -59,7 +59,7 @@ from .events import DEFAULT_INDICATOR, Indicator
 from .expressions import Constraint, Expression, Leaf, LeafLookup, leaves_of
 from .losses import Loss
 from .subsets import And, BaselineIs, Everything, GroupIs, LabelIs, Not, Or, SourceIs, Subset
-from .surrogates import Surrogate
+from .surrogates import Surrogate, sign_split
 
 # A plan over more cells than this is refused: the per-step cell sums would dominate the pass.
 MAX_CELLS = 1 << 24
@@ -583,16 +583,6 @@ class RateEvaluator(torch.nn.Module):
         return (torch.dot(c.clamp_min(0.0), values.upper)
                 + torch.dot(c.clamp_max(0.0), values.lower)), values
 
-    def _split_bounds(self, like: torch.Tensor, side: int) -> torch.Tensor:
-        """The clamp bounds ``[[0], [−inf]]`` (side 0) and ``[[inf], [0]]`` (side 1) that split
-        costs ``[K]`` into ``[c⁺; c⁻]`` ``[2, K]`` in one clamp (cached per device / dtype)."""
-        key = ("split", side, like.device, like.dtype)
-        out = self._constants.get(key)
-        if out is None:
-            vals = [[0.0], [-math.inf]] if side == 0 else [[math.inf], [0.0]]
-            out = self._constants[key] = torch.tensor(vals, dtype=like.dtype, device=like.device)
-        return out
-
     def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each leaf's denominator and proportion ``[K]`` from the plan's output (numerators,
@@ -882,7 +872,7 @@ class _FusedBound(torch.autograd.Function):
         values, den, slope = _fused_values(ev, layout, s, update)
         true, bounds = values[0], values[1:].view(-1)
         c = costs(true)
-        split = torch.clamp(c, ev._split_bounds(c, 0), ev._split_bounds(c, 1)).view(-1)
+        split = sign_split(c).view(-1)
         value = torch.dot(split, bounds)                # paper 000 eq. (4): c⁺ᵀ·up + c⁻ᵀ·lo
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(_bounds_to_scores(layout, split, den, slope))

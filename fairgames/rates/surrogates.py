@@ -37,6 +37,28 @@ def _constants(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return out
 
 
+_SPLIT: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def sign_split(costs: torch.Tensor) -> torch.Tensor:
+    """``[c⁺; c⁻]`` ``[2, K]`` of costs ``[K]`` in one clamp: the coefficients of the upper and
+    of the lower bound in the sign-correct surrogate ``Σ c⁺·upper + c⁻·lower`` of ``⟨c, R⟩``
+    (an upper bound for bound surrogates; paper 000 eq. (4)).
+
+    Example:
+        >>> sign_split(torch.tensor([1.0, -2.0, 0.0]))
+        tensor([[ 1.,  0.,  0.],
+                [ 0., -2.,  0.]])
+    """
+    key = (costs.device, costs.dtype)
+    bounds = _SPLIT.get(key)
+    if bounds is None:
+        bounds = _SPLIT[key] = (
+            torch.tensor([[0.0], [-math.inf]], device=costs.device, dtype=costs.dtype),
+            torch.tensor([[math.inf], [0.0]], device=costs.device, dtype=costs.dtype))
+    return torch.clamp(costs, *bounds)
+
+
 @dataclass(frozen=True)
 class Surrogate:
     """A surrogate of ``1[m > 0]`` applied to the margin ``m = (s - z) / scale``."""
