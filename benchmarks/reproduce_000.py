@@ -269,6 +269,17 @@ def load_cell(args: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any] | No
     return data
 
 
+def check_cell_bound(data: dict[str, Any] | None, unc_train_error: float) -> None:
+    """Table 3's cells share one bound, 1.1 × the chosen UncError's training error: refuse a
+    cell run with another (the UncError choice changed, e.g. a θ rate added to the grid)."""
+    if data is None or data.get("unc_error") is None:
+        return
+    if abs(data["unc_error"] - unc_train_error) > 1e-12:
+        raise ValueError(f"cell {cell_key(data['cell'])} was run with UncError's training error "
+                         f"{data['unc_error']!r}, the UncError chosen now has "
+                         f"{unc_train_error!r}: rerun it (a fresh --results directory)")
+
+
 def check_cell_steps(data: dict[str, Any], steps: int, path: Path) -> None:
     """A cell key does not name the number of steps: refuse a saved engine cell that ran a
     different number than this invocation asks for (it would be reported as this protocol)."""
@@ -353,6 +364,7 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
             if unc is None:
                 continue
             unc_test = unc["solutions"]["best_iterate"]["test"]
+            unc_train_error = unc["solutions"]["best_iterate"]["train"]["error"]
             e0 = unc_test["error"]
             t3["UncError"].append((split, kld_sum(unc_test["groups"]), 1.0))
             t4["UncError"].append((split, unc_test["groups"]["overall"]["fmeasure"],
@@ -372,6 +384,8 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
             f1_runs = [load_cell(args, {"kind": "f1", "dataset": ds, "split": split,
                                         "algorithm": "algorithm3", "theta_lr": t,
                                         "lambda_lr": la}) for t, la in grid]
+            for r in [b, *kld_runs, *lp_runs]:
+                check_cell_bound(r, unc_train_error)
             if all(r is not None for r in kld_runs):
                 for col, sol in (("Stochastic", "stochastic"), ("Deterministic",
                                                                  "best_iterate")):

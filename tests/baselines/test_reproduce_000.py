@@ -100,3 +100,15 @@ def test_a_saved_cell_run_with_other_steps_is_refused(rep, tmp_path):
     baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
     (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
     assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
+
+
+def test_a_table3_cell_run_with_another_bound_is_refused(rep):
+    """Table 3's runs share one bound (1.1 × the chosen UncError's training error): a cell run
+    before the UncError choice changed must not be tabulated with the new one."""
+    cell = {"kind": "kld", "dataset": "law", "split": 0, "algorithm": "algorithm2",
+            "theta_lr": 0.1, "lambda_lr": 1.0}
+    rep.check_cell_bound({"cell": cell, "unc_error": 0.2}, 0.2)
+    rep.check_cell_bound(None, 0.2)                                  # not run yet
+    rep.check_cell_bound({"cell": {"kind": "unc"}, "unc_error": None}, 0.2)
+    with pytest.raises(ValueError, match="kld_law_s0_algorithm2_th0.1_la1 was run with"):
+        rep.check_cell_bound({"cell": cell, "unc_error": 0.21}, 0.2)
