@@ -525,9 +525,7 @@ class RateEvaluator(torch.nn.Module):
 
     def _forward(self, plan: _Plan, batch: Batch, update: bool) -> LeafValues:
         k = plan.n_leaves
-        if (plan.fused is not None and batch.scores is not None
-                and batch.mixture_weights is None
-                and (batch.weights is None or not batch.weights.requires_grad)):
+        if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
             true, bounds = _FusedPass.apply(batch.scores, self, layout, update)
             return LeafValues(true, None, None, self.index, layout.prop, bounds)
@@ -571,17 +569,14 @@ class RateEvaluator(torch.nn.Module):
     def _combination_bound(self, plan: _Plan, batch: Batch,
                            costs: Callable[[torch.Tensor], torch.Tensor], update: bool
                            ) -> tuple[torch.Tensor, LeafValues]:
-        if (plan.fused is not None and batch.scores is not None
-                and batch.mixture_weights is None
-                and (batch.weights is None or not batch.weights.requires_grad)):
+        if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
             value, true, bounds = _FusedBound.apply(batch.scores, self, layout, update, costs)
             return value, LeafValues(true, None, None, self.index, layout.prop, bounds)
         values = self._forward(plan, batch, update)
         with torch.no_grad():
-            c = costs(values.true)
-        return (torch.dot(c.clamp_min(0.0), values.upper)
-                + torch.dot(c.clamp_max(0.0), values.lower)), values
+            split = sign_split(costs(values.true))
+        return torch.dot(split[0], values.upper) + torch.dot(split[1], values.lower), values
 
     def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
                       ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -763,6 +758,15 @@ class RateEvaluator(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"leaves={len(self.leaves)}, subsets={len(self.subsets)}, "
                 f"surrogate={self.surrogate.kind}, denominator={self.denominator}")
+
+
+def _takes_fused_pass(plan: _Plan, batch: Batch) -> bool:
+    """Whether a training pass on ``batch`` runs as one fused autograd node: hard factors and
+    no group loss (``plan.fused``), scores (not probabilities) of one model, and weights that
+    need no gradient. Otherwise the general, op-by-op pass runs."""
+    return (plan.fused is not None and batch.scores is not None
+            and batch.mixture_weights is None
+            and (batch.weights is None or not batch.weights.requires_grad))
 
 
 def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: bool
