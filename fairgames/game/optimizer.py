@@ -212,15 +212,19 @@ class ConstrainedOptimizer:
     # ------------------------------------------------------------------ configuration
     def _check_payoffs(self) -> None:
         p = self.preset
-        if p.multiplier_payoff == "surrogate":
+        if p.multiplier_payoff == "surrogate" and self.problem.surrogate.is_bound:
+            # Remark 3: "unless the surrogates are also bounded in the same range" — a
+            # smooth approximation (sigmoid, ramp) keeps every surrogate rate in [0, 1], and
+            # the λ-player's payoff then stays inside ψ's domain (its boundary is clamped).
             bad = self.terms.non_monotone_terms()
             if bad:
                 raise ValueError(
                     f"preset {p.name!r}: the λ-player sees surrogate rates, but {bad} is "
                     "monotone in neither direction in a model-dependent argument (e.g. KLD's "
-                    "p̂): its surrogate bounds leave ψ's domain, so this game cannot be played "
-                    "on surrogates (paper 000 Remark 3). Use a true-payoff λ-player "
-                    "(algorithm2, proxy_lagrangian)")
+                    f"p̂): the {self.problem.surrogate.kind} bounds leave ψ's domain, so this "
+                    "game cannot be played on them (paper 000 Remark 3). Use a true-payoff "
+                    "λ-player (algorithm2, proxy_lagrangian), or a surrogate bounded in "
+                    "[0, 1] (surrogate='sigmoid' or 'ramp')")
         if p.theta == "gradient" and p.theta_payoff == "true":  # pragma: no cover - Preset checks
             raise ValueError("a gradient θ-player needs surrogate rates")
         if not self.problem.surrogate.is_bound and p.theta_payoff == "surrogate":

@@ -32,8 +32,9 @@ preset                  problems  θ-player         slack player     λ-player  
 
 "BR inside λ" means the slacks take their best response to each λ the λ-player considers, i.e.
 the λ-player's payoff is ``min_ξ L``. Players that see the surrogate ``L̃`` cannot take a ψ that
-is monotone in neither direction (KLD): the surrogate bounds leave ψ's domain (Remark 3), so
-the optimizer refuses such a problem under ``spade`` and ``nemsis``.
+is monotone in neither direction (KLD) with a bound surrogate (hinge, logistic): its bounds
+leave ψ's domain (Remark 3), so the optimizer refuses such a problem under ``spade`` and
+``nemsis``. A surrogate bounded in [0, 1] (sigmoid, ramp) meets the Remark's proviso and plays.
 
 The default of :class:`~fairgames.game.ConstrainedOptimizer` is ``proxy_lagrangian`` (the
 robust choice: its last iterate does not swing with the dual step size). Compose your own

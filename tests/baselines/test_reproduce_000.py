@@ -32,7 +32,7 @@ def test_cell_keys_are_unique(rep):
                          "lambda_lr": 1.0}) == "kld_law_s1_algorithm2_th0.1_la1"
 
 
-@pytest.mark.parametrize("kind", ["unc", "kld", "kld_lp", "f1", "ablation"])
+@pytest.mark.parametrize("kind", ["unc", "kld", "kld_lp", "f1", "f1_lp", "ablation"])
 def test_overrides_compose(rep, kind):
     from hydra import compose, initialize_config_dir
 
@@ -41,17 +41,23 @@ def test_overrides_compose(rep, kind):
 
     cell = {"kind": kind, "dataset": "crime", "split": 2, "algorithm": "algorithm2",
             "theta_lr": 0.1, "lambda_lr": 1.0}
+    if kind == "ablation":
+        cell = {**cell, "algorithm": "spade", "surrogate": "sigmoid"}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3))
+        cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam"))
     validate(cfg)
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
+    assert cfg.optimizer.name == "adam" and cfg.trainer.selection_split == "train"
+    # the same run; only the stochastic output differs (uniform vs LP mixture)
+    assert cfg.trainer.stochastic == ("shrunk" if kind in ("kld_lp", "f1_lp") else "uniform")
     if kind in ("kld", "kld_lp"):
         assert cfg.problem.variables.unc_error == 0.3
         assert "unc_error" in cfg.problem.constraints.error_bound
-        # the same run; only the stochastic output differs (uniform vs LP mixture)
-        assert cfg.trainer.stochastic == ("shrunk" if kind == "kld_lp" else "uniform")
-    if kind == "f1":
+    if kind in ("f1", "f1_lp"):
         assert cfg.problem.protected_group == "low"
+    if kind == "ablation":
+        assert cfg.algorithm.name == "spade" and cfg.algorithm.surrogate == "sigmoid"
+        assert rep.cell_key(cell) == "ablation_crime_s2_spade_sigmoid_th0.1_la1"
 
 
 def test_protected_groups_give_unconstrained_violations_of_the_papers_sign(rep):
@@ -83,20 +89,28 @@ def test_selection_and_arithmetic(rep):
                         "b": {"kld": 0.2}}) == pytest.approx(0.3)
 
 
-def test_a_saved_cell_run_with_other_steps_is_refused(rep, tmp_path):
-    """Cell keys do not name the steps: a rerun asking for another number of steps must not
-    report the saved cells as its own protocol."""
+def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
+    """Cell keys name neither the steps, the selection split nor the θ optimizer: a rerun
+    asking for another one must not report the saved cells as its own protocol."""
     import json
 
     cell = {"kind": "kld", "dataset": "law", "split": 0, "algorithm": "algorithm2",
             "theta_lr": 0.1, "lambda_lr": 1.0}
-    args = {"cells_dir": str(tmp_path), "steps": 1500}
+    args = {"cells_dir": str(tmp_path), "steps": 1500, "selection": "train",
+            "optimizer": "sgd"}
     assert rep.load_cell(args, cell) is None
-    saved = {"cell": cell, "overrides": rep.overrides(cell, 1500, 0.2)}
+    saved = {"cell": cell, "overrides": rep.overrides(cell, 1500, 0.2, "train", "sgd")}
     (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(saved))
     assert rep.load_cell(args, cell)["cell"] == cell
-    with pytest.raises(ValueError, match="run with 1500 steps, this invocation asks for 5000"):
+    with pytest.raises(ValueError, match="run with trainer.steps=1500, this invocation asks "
+                                         "for trainer.steps=5000"):
         rep.load_cell({**args, "steps": 5000}, cell)
+    with pytest.raises(ValueError, match="trainer.selection_split=train, this invocation asks "
+                                         "for trainer.selection_split=validation"):
+        rep.load_cell({**args, "selection": "validation"}, cell)
+    with pytest.raises(ValueError, match="optimizer=sgd, this invocation asks for "
+                                         "optimizer=adam"):
+        rep.load_cell({**args, "optimizer": "adam"}, cell)
     baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
     (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
     assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
