@@ -16,8 +16,9 @@ validation splits; Wiki is unavailable), several random splits (seeds 0, 1, ...)
   with the sigmoid surrogate (bounded in [0, 1], the Remark's condition); Algorithm 2 with both.
 
 Every fairgames number is read from the ``results.json`` of a training-engine run (Hydra
-compose API over ``configs/``): linear model, hinge surrogate, SGD (OGD) for θ (``--theta-
-optimizer adam``: the authors' code), full-batch steps, snapshots every 10 steps (all kept).
+compose API over ``configs/``): linear model, hinge surrogate, Adam for θ as in the authors'
+code (``--theta-optimizer sgd``: the paper's OGD), full-batch steps, snapshots every 10 steps
+(all kept).
 As in the authors' code (google-research ``generalized_rates``), a run's snapshots are compared
 on the training split (``--selection-split``) for its best iterate and its stochastic model,
 the LP mixture of at most m + 1 snapshots (``trainer.stochastic=shrunk``; their
@@ -138,10 +139,10 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
     elif kind in ("f1", "f1_lp"):
         out += ["problem=fmeasure_parity", f"algorithm={cell['algorithm']}",
                 f"problem.protected_group={prot}"]
-    if kind in LP_KINDS:          # the same run; its stochastic output is the LP mixture
-        out.append("trainer.stochastic=shrunk")
     elif kind == "ablation":
         out += ["problem=kld", f"algorithm={cell['algorithm']}"]
+    if kind in LP_KINDS:          # the same run; its stochastic output is the LP mixture
+        out.append("trainer.stochastic=shrunk")
     if cell.get("lambda_lr") is not None:
         out.append(f"algorithm.multiplier_lr={cell['lambda_lr']}")
     if cell.get("surrogate", "hinge") != "hinge":
@@ -404,7 +405,7 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
                                  "algorithm": algorithm, "theta_lr": t, "lambda_lr": la})
                 for t, la in grid]
 
-    def entry(split: int, r: dict[str, Any], sol: str, first, second) -> tuple:
+    def table_entry(split: int, r: dict[str, Any], sol: str, first, second) -> tuple:
         m = r["solutions"][sol]["test"]
         return (split, first(m), second(m), r["cell"]["theta_lr"], r["cell"]["lambda_lr"])
 
@@ -414,7 +415,7 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
         t3u: dict[str, list] = {"Stochastic": []}
         t4: dict[str, list] = {c: [] for c in T4_COLS}
         t4u: dict[str, list] = {"Stochastic": []}
-        ab: dict[str, list] = {entry[0]: [] for entry in ABLATION}
+        ab: dict[str, list] = {column[0]: [] for column in ABLATION}
         refused: dict[str, str] = {}
         for split in range(args["splits"]):
             unc = unc_choice(args, ds, split)
@@ -463,17 +464,18 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
                     continue
                 r = select(runs, "stochastic", lambda m: m["objective"], gap)
                 if paper_cols is not None:
-                    paper_cols["Stochastic"].append(entry(split, r, "stochastic", first, second))
+                    paper_cols["Stochastic"].append(
+                        table_entry(split, r, "stochastic", first, second))
                     paper_cols["Deterministic"].append(
-                        entry(split, r, "best_iterate", first, second))
+                        table_entry(split, r, "best_iterate", first, second))
                 else:
                     uniform_cols["Stochastic"].append(
-                        entry(split, r, "stochastic", first, second))
+                        table_entry(split, r, "stochastic", first, second))
         for split in range(args["ablation_splits"] if not args["no_ablation"] else 0):
-            for entry in ABLATION:
-                name = entry[0]
+            for column in ABLATION:
+                name = column[0]
                 runs = [load_cell(args, c) for c in
-                        ablation_cells(entry, {"dataset": ds, "split": split}, args)]
+                        ablation_cells(column, {"dataset": ds, "split": split}, args)]
                 if any(r is None for r in runs):
                     continue
                 refusals = [r["refused"] for r in runs if "refused" in r]
@@ -628,8 +630,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="split on which a run's snapshots are compared for the best "
                              "iterate and the LP mixture (the authors' code: train); the "
                              "learning rates are always chosen on validation")
-    parser.add_argument("--theta-optimizer", choices=("sgd", "adam"), default="sgd",
-                        help="the θ-player's optimizer (the paper: OGD; the authors' code: Adam)")
+    parser.add_argument("--theta-optimizer", choices=("sgd", "adam"), default="adam",
+                        help="the θ-player's optimizer (the authors' code: Adam; the paper's "
+                             "analysis: OGD = sgd)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help="where reproduce_000[.quick].{md,json} and the cells go")

@@ -57,6 +57,7 @@ def test_overrides_compose(rep, kind):
         assert cfg.problem.protected_group == "low"
     if kind == "ablation":
         assert cfg.algorithm.name == "spade" and cfg.algorithm.surrogate == "sigmoid"
+        assert cfg.problem.name == "kld"
         assert rep.cell_key(cell) == "ablation_crime_s2_spade_sigmoid_th0.1_la1"
 
 
@@ -126,3 +127,76 @@ def test_a_table3_cell_run_with_another_bound_is_refused(rep):
     rep.check_cell_bound({"cell": {"kind": "unc"}, "unc_error": None}, 0.2)
     with pytest.raises(ValueError, match="kld_law_s0_algorithm2_th0.1_la1 was run with"):
         rep.check_cell_bound({"cell": cell, "unc_error": 0.21}, 0.2)
+
+
+def _fake_cells(rep, tmp_path, args):
+    """Minimal saved cells for ``collect``: every engine cell's metrics are functions of its
+    learning rates, so the expected choices can be worked out by hand."""
+    import json
+
+    def groups(ds, kld_each, f_prot, f_other):
+        attr, prot = rep.PROTECTED[ds]
+        return {"overall": {"kld": 0.0, "fmeasure": (f_prot + f_other) / 2, "error": 0.2},
+                f"{attr}={prot}": {"kld": kld_each, "fmeasure": f_prot},
+                f"{attr}=other": {"kld": kld_each, "fmeasure": f_other}}
+
+    def save(cell, data):
+        if "theta_lr" in cell:     # engine cells record their overrides; baselines none
+            data["overrides"] = rep.overrides(cell, args["steps"], None, args["selection"],
+                                              args["optimizer"])
+        data = {"cell": cell, **data}
+        (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(data))
+
+    unc_cells, rest = rep.build_cells(args)
+    for c in unc_cells:            # θ 1 has the lower validation error: UncError's choice
+        m = {"error": 0.2, "groups": groups(c["dataset"], 0.05, 0.5, 0.7)}
+        save(c, {"unc_error": None, "solutions": {"best_iterate": {
+            "train": {"error": 0.1}, "validation": {"error": 0.3 - 0.1 * c["theta_lr"]},
+            "test": m}}})
+    for c in rest:
+        t, la = c.get("theta_lr"), c.get("lambda_lr") or 0.0
+        if c["kind"] == "baselines":
+            g = {"test": {"groups": groups(c["dataset"], 0.0, 0.6, 0.6)}}
+            save(c, {"unc_error": 0.1, "PostShift": g, "COCO": g, "UncF1": g})
+            continue
+        # θ 0.1 is infeasible on validation, θ 1 feasible: θ 1 is chosen in every grid;
+        # the test values name the run (t + la) and the solution (stochastic: +0.5).
+        sols = {}
+        for sol, shift in (("stochastic", 0.5), ("best_iterate", 0.0)):
+            gap = 0.01 if t == 0.1 else -0.01
+            sols[sol] = {
+                "validation": {"objective": 0.1 * la, "error": 0.2,
+                               "constraints": {"error_bound": {"value": gap},
+                                               "f1_parity": {"value": gap}}},
+                "test": {"objective": t + la + shift, "error": 0.2,
+                         "constraints": {"error_bound": {"value": 0.0},
+                                         "f1_parity": {"value": t + la + shift}}}}
+        save(c, {"unc_error": 0.1 if c["kind"] != "ablation" else None, "solutions": sols})
+
+
+def test_collect_takes_the_lp_run_for_both_paper_columns(rep, tmp_path):
+    """The paper's Stochastic column is the LP-mixture run chosen by its stochastic model on
+    validation and the Deterministic column that same run's best iterate (the authors'
+    experiments.py); the uniform mixture gets its own table; every data set's ablation row is
+    filled."""
+    args = {"datasets": ["compas", "crime"], "splits": 1, "theta_lrs": [0.1, 1.0],
+            "lambda_lrs": [0.1, 1.0], "no_ablation": False, "ablation_splits": 1,
+            "steps": 100, "selection": "train", "optimizer": "adam",
+            "cells_dir": str(tmp_path)}
+    _fake_cells(rep, tmp_path, args)
+    per = rep.collect(args)
+    for ds in args["datasets"]:
+        t3, t4 = per["table3"][ds], per["table4"][ds]
+        # θ 1 (feasible), then the lowest validation objective: λ 0.1 → test 1.1 (+0.5)
+        assert t3["Stochastic"] == [(0, pytest.approx(1.6), pytest.approx(1.0), 1.0, 0.1)]
+        assert t3["Deterministic"] == [(0, pytest.approx(1.1), pytest.approx(1.0), 1.0, 0.1)]
+        assert t4["Stochastic"][0][1:3] == (pytest.approx(1 - 1.6), pytest.approx(1.6))
+        assert t4["Deterministic"][0][1:3] == (pytest.approx(1 - 1.1), pytest.approx(1.1))
+        assert per["table3_uniform"][ds]["Stochastic"][0][1] == pytest.approx(1.6)
+        assert t3["UncError"] == [(0, pytest.approx(0.1), 1.0)]
+        values = per["ablation"][ds]["values"]
+        assert set(values) == {column[0] for column in rep.ABLATION}
+        assert all(len(v) == 2 for v in values.values()), values
+    figures, _, goals, md = rep.summarise(per, args)
+    assert "Table 3, stochastic output as the uniform mixture" in "\n".join(md)
+    assert goals["t3_stochastic_error_ratio[crime]"]["value"] == pytest.approx(1.0)
