@@ -212,7 +212,7 @@ class ConstrainedOptimizer:
     # ------------------------------------------------------------------ configuration
     def _check_payoffs(self) -> None:
         p = self.preset
-        if p.multiplier_payoff == "surrogate" and self.problem.surrogate.is_bound:
+        if p.multiplier_payoff == "surrogate" and not self.problem.surrogate.in_unit_interval:
             # Remark 3: "unless the surrogates are also bounded in the same range" — a
             # smooth approximation (sigmoid, ramp) keeps every surrogate rate in [0, 1], and
             # the λ-player's payoff then stays inside ψ's domain (its boundary is clamped).

@@ -76,6 +76,11 @@ class Surrogate:
     def is_bound(self) -> bool:
         return self.kind in ("hinge", "logistic")
 
+    @property
+    def in_unit_interval(self) -> bool:
+        """Whether every value lies in [0, 1], as a rate does (sigmoid, ramp; not the bounds)."""
+        return self.kind in ("sigmoid", "ramp")
+
     def _upper(self, m: torch.Tensor) -> torch.Tensor:
         if self.kind == "hinge":
             return torch.relu(1.0 + m)

@@ -71,6 +71,12 @@ def test_smooth_approximations_coincide(kind):
     ref = torch.sigmoid(m) if kind == "sigmoid" else torch.clamp(0.5 + m, 0, 1)
     torch.testing.assert_close(up, ref)
     assert not Surrogate(kind).is_bound and Surrogate("hinge").is_bound
+    # ... and, unlike the bounds, stay in [0, 1] (what lets SPADE/NEMSIS play KLD, Remark 3)
+    wide = torch.linspace(-50, 50, 201)
+    assert Surrogate(kind).in_unit_interval and not Surrogate("hinge").in_unit_interval
+    assert bool(((up >= 0) & (up <= 1)).all())
+    assert bool((Surrogate(kind).bounds(wide)[0] <= 1).all())
+    assert not bool((Surrogate("hinge").bounds(wide)[0] <= 1).all())
 
 
 @SETTINGS
