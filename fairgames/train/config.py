@@ -36,6 +36,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
+MULTIPLIER_OPTIMIZERS = ("sgd", "adam", "adagrad")
 SPLITS = ("train", "validation", "test")
 STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
@@ -123,7 +124,10 @@ class AlgorithmConfig:
     """A preset of paper 000 Table 2 (``fairgames.game.PRESETS``) and its step sizes.
 
     ``multiplier_lr`` / ``radius`` (κ of ‖λ‖₁ ≤ κ) default to the preset's strategy's when
-    null; ``multipliers`` overrides the preset's λ strategy; ``theta_steps`` is the inner loop
+    null; ``multipliers`` overrides the preset's λ strategy; ``multiplier_optimizer`` (``sgd``,
+    ``adam``, ``adagrad``) steps a ``gradient_ascent`` λ-player with that torch optimizer
+    (ascending, then projected on Λ) instead of plain OGD — TFCO's ``constraint_optimizer``,
+    which paper 000's code sets to Adam; ``theta_steps`` is the inner loop
     of a best-response θ-player (algorithm1, frank_wolfe); ``surrogate`` is the θ-player's
     stand-in for the 0/1 indicator.
 
@@ -135,6 +139,7 @@ class AlgorithmConfig:
 
     name: str = "proxy_lagrangian"
     multipliers: str | None = None
+    multiplier_optimizer: str | None = None
     multiplier_lr: float | None = None
     radius: float | None = None
     slack_lr: float = 0.05
@@ -326,6 +331,12 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     positive("algorithm.multiplier_lr", a.multiplier_lr, allow_none=True)
     positive("algorithm.radius", a.radius, allow_none=True)
     strategy = a.multipliers or (PRESETS[a.name].multipliers if a.name in PRESETS else None)
+    if a.multiplier_optimizer is not None:
+        choice("algorithm.multiplier_optimizer", a.multiplier_optimizer, MULTIPLIER_OPTIMIZERS)
+        if strategy != "gradient_ascent":
+            bad("algorithm.multiplier_optimizer", a.multiplier_optimizer,
+                f"steps a gradient_ascent λ-player; algorithm={a.name} plays {strategy}: "
+                "leave it null or set algorithm.multipliers=gradient_ascent")
     if a.radius is not None and strategy == "swap_regret":
         bad("algorithm.radius", a.radius, "the swap-regret λ-player (proxy_lagrangian) has no "
             "radius; leave it null or pick another algorithm")

@@ -283,6 +283,15 @@ def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
     return make
 
 
+def _multiplier_options(name: str | None) -> dict[str, Any] | None:
+    """The gradient-ascent λ-player's torch optimizer (built by the player with its ``lr`` and
+    ``maximize=True``), or None for plain projected OGD."""
+    if name is None:
+        return None
+    classes = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+    return {"optimizer": classes[name]}
+
+
 def _spec_from_config(problem_cfg: Mapping[str, Any]) -> ProblemSpec:
     keep = {f.name for f in fields(ProblemSpec)}
     return ProblemSpec(**{k: v for k, v in problem_cfg.items() if k in keep})
@@ -404,6 +413,7 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
     try:
         copt = ConstrainedOptimizer(
             problem, opt, preset=preset, multipliers=algorithm.multipliers,
+            multiplier_options=_multiplier_options(algorithm.multiplier_optimizer),
             multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
             slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
     except ValueError as e:

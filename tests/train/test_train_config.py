@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
@@ -152,3 +153,31 @@ def test_an_empty_validation_split_names_the_keys_to_set(compose_cfg):
     cfg = compose_cfg("data=synthetic", "data.n=300", "+data.split=[0.8,0.0,0.2]")
     with pytest.raises(ConfigError, match="empty validation split.*data.split"):
         load_splits(cfg.data, 0)
+
+
+def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, compose_cfg):
+    """``algorithm.multiplier_optimizer=adam`` (TFCO's constraint_optimizer, Adam in paper
+    000's code): the λ-player's step is Adam's — after the first update λ = lr·sign(gain) on
+    each active row, where plain OGD gives lr·gain — and it is refused where the λ-player
+    is not gradient ascent."""
+    from fairgames.train.run import _multiplier_options
+
+    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='adam'.*steps a "
+                                          "gradient_ascent λ-player"):
+        validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multiplier_optimizer=adam"))
+    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='rmsprop'"):
+        validate(compose_cfg("algorithm=algorithm2", "algorithm.multiplier_optimizer=rmsprop"))
+    assert _multiplier_options(None) is None
+    res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
+                    "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
+    player = res.engine.copt.multipliers
+    assert isinstance(player.optimizer, torch.optim.Adam)
+    assert player.optimizer.param_groups[0]["maximize"] and player.optimizer.param_groups[0][
+        "lr"] == 0.01
+    gain = torch.tensor([0.3, -0.2])[: player.num_rows]
+    player.load_state_dict({"lam": torch.zeros(player.num_rows), "optimizer":
+                            type(player.optimizer)([torch.nn.Parameter(torch.zeros(1))],
+                                                   lr=0.01, maximize=True).state_dict()})
+    player.update(gain)
+    expected = torch.clamp(0.01 * torch.sign(gain), min=0.0)
+    torch.testing.assert_close(player.weights()[1], expected, atol=1e-6, rtol=1e-4)
