@@ -99,7 +99,8 @@ ABLATION = (("algorithm2", "algorithm2", "hinge"),
             ("nemsis_sigmoid", "nemsis", "sigmoid"))
 LP_KINDS = ("kld_lp", "f1_lp")    # runs whose stochastic model is the LP mixture
 # What a saved engine cell must share with this invocation (a cell key names none of them).
-PROTOCOL_KEYS = ("trainer.steps", "trainer.selection_split", "optimizer")
+PROTOCOL_KEYS = ("trainer.steps", "trainer.selection_split", "optimizer",
+                 "algorithm.multiplier_optimizer")
 
 
 # --------------------------------------------------------------------------- cells
@@ -117,9 +118,12 @@ def cell_key(cell: dict[str, Any]) -> str:
 
 
 def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
-              selection: str = "validation", optimizer: str = "sgd") -> list[str]:
+              selection: str = "validation", optimizer: str = "sgd",
+              lambda_optimizer: str = "ogd") -> list[str]:
     """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
-    snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's."""
+    snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
+    ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
+    the gradient-ascent λ-players (not NEMSIS's follow-the-leader, not UncError's)."""
     attr, prot = PROTECTED[cell["dataset"]]
     out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
            f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
@@ -147,6 +151,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
         out.append(f"algorithm.multiplier_lr={cell['lambda_lr']}")
     if cell.get("surrogate", "hinge") != "hinge":
         out.append(f"algorithm.surrogate={cell['surrogate']}")
+    if lambda_optimizer != "ogd" and kind != "unc" and cell.get("algorithm") != "nemsis":
+        out.append(f"algorithm.multiplier_optimizer={lambda_optimizer}")
     return out
 
 
@@ -157,7 +163,8 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
     import fairgames.train.config  # noqa: F401  (registers the schema)
     from fairgames.train import run
 
-    ov = overrides(cell, args["steps"], unc_error, args["selection"], args["optimizer"])
+    ov = overrides(cell, args["steps"], unc_error, args["selection"], args["optimizer"],
+                   args["lambda_optimizer"])
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("train", overrides=ov)
     run_dir = Path(args["work_dir"]) / cell_key(cell)
@@ -314,11 +321,11 @@ def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path) 
     ran = dict(o.split("=", 1) for o in data["overrides"])
     wanted = dict(o.split("=", 1) for o in overrides(
         data["cell"], args["steps"], None, args.get("selection", "validation"),
-        args.get("optimizer", "sgd")))
+        args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd")))
     for key in PROTOCOL_KEYS:
-        if key in ran and ran[key] != wanted[key]:
-            raise ValueError(f"{path} was run with {key}={ran[key]}, this invocation asks for "
-                             f"{key}={wanted[key]}: give the same protocol, or a fresh "
+        if ran.get(key) != wanted.get(key):     # absent: the default (e.g. plain OGD for λ)
+            raise ValueError(f"{path} was run with {key}={ran.get(key)}, this invocation asks "
+                             f"for {key}={wanted.get(key)}: give the same protocol, or a fresh "
                              "--results directory")
 
 
@@ -633,6 +640,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--theta-optimizer", choices=("sgd", "adam"), default="adam",
                         help="the θ-player's optimizer (the authors' code: Adam; the paper's "
                              "analysis: OGD = sgd)")
+    parser.add_argument("--lambda-optimizer", choices=("ogd", "adam"), default="ogd",
+                        help="the λ-players' step (the presets' projected OGD; the authors' "
+                             "code: Adam, algorithm.multiplier_optimizer)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help="where reproduce_000[.quick].{md,json} and the cells go")
@@ -651,6 +661,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "no_ablation": a.no_ablation,
         "selection": a.selection_split,
         "optimizer": a.theta_optimizer,
+        "lambda_optimizer": a.lambda_optimizer,
     }
     args["ablation_splits"] = min(a.ablation_splits or args["splits"], args["splits"])
     stem = "reproduce_000" + (".quick" if quick else "")
@@ -680,6 +691,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cells_done": done, "cells_planned": len(unc_cells) + len(rest),
         "model": "linear (zero init)",
         "theta_optimizer": f"{args['optimizer']}, full batch",
+        "lambda_optimizer": args["lambda_optimizer"],
         "surrogate": "hinge", "snapshots": "every 10 steps, all kept (uniform_stride)",
         "selection": f"snapshots compared on the {args['selection']} split (best iterate: "
                      "feasible first, then objective, else the rank heuristic; LP mixture: "
@@ -712,7 +724,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "",
               f"Protocol actually run: data sets {', '.join(args['datasets'])}; "
               f"{args['splits']} random split(s) (seeds 0..{args['splits'] - 1}); "
-              f"{args['steps']} full-batch steps ({args['optimizer']} for θ; snapshots "
+              f"{args['steps']} full-batch steps ({args['optimizer']} for θ, "
+              f"{args['lambda_optimizer']} for λ; snapshots "
               f"compared on {args['selection']}); θ learning rates {args['theta_lrs']}, "
               f"λ learning rates {args['lambda_lrs']}; ablation on "
               f"{protocol['ablation_splits']} split(s). Cells done: {done} of "

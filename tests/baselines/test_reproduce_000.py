@@ -44,8 +44,10 @@ def test_overrides_compose(rep, kind):
     if kind == "ablation":
         cell = {**cell, "algorithm": "spade", "surrogate": "sigmoid"}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam"))
+        cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam",
+                                                       "adam"))
     validate(cfg)
+    assert cfg.algorithm.multiplier_optimizer == (None if kind == "unc" else "adam")
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
     assert cfg.optimizer.name == "adam" and cfg.trainer.selection_split == "train"
     # the same run; only the stochastic output differs (uniform vs LP mixture)
@@ -112,6 +114,15 @@ def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
     with pytest.raises(ValueError, match="optimizer=sgd, this invocation asks for "
                                          "optimizer=adam"):
         rep.load_cell({**args, "optimizer": "adam"}, cell)
+    # a cell run with plain OGD for λ (no override) is not a cell of an Adam-λ protocol
+    with pytest.raises(ValueError, match="algorithm.multiplier_optimizer=None, this "
+                                         "invocation asks for algorithm.multiplier_optimizer="
+                                         "adam"):
+        rep.load_cell({**args, "lambda_optimizer": "adam"}, cell)
+    unc = {"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.1}   # no λ to step
+    (tmp_path / f"{rep.cell_key(unc)}.json").write_text(json.dumps(
+        {"cell": unc, "overrides": rep.overrides(unc, 1500, None, "train", "sgd")}))
+    assert rep.load_cell({**args, "lambda_optimizer": "adam"}, unc) is not None
     baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
     (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
     assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
