@@ -570,7 +570,9 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
         md.append("Entry: test KLD sum (test error), stochastic / deterministic (best iterate),"
                   f" splits 0..{args['ablation_splits'] - 1}. Column: preset, and its surrogate"
                   " where not the hinge (SPADE and NEMSIS refuse KLD with the hinge, whose "
-                  "bounds of p̂ leave KLD's domain: paper 000 Remark 3).")
+                  "bounds of p̂ leave KLD's domain: paper 000 Remark 3). ∞: every snapshot "
+                  "predicts one class in a whole group. P1 has no error constraint, so a "
+                  "mixture of all-positive and all-negative models is optimal (test errors 0.2–0.5).")
         md.append("")
         md.append("| data | " + " | ".join(e[0] for e in ABLATION) + " |")
         md.append("|---" * (len(ABLATION) + 1) + "|")
@@ -585,7 +587,9 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
                     v = [x for x in ab["values"][alg] if x[1] == sol]
                     m, s, n = mean_se([x[2] for x in v])
                     e, _, _ = mean_se([x[3] for x in v])
-                    parts.append(f"{fmt(m, s, n)} ({e:.3f})" if n else "—")
+                    # None: an infinite KLD (the model predicts one class in a whole group)
+                    parts.append(f"{fmt(m, s, n)} ({e:.3f})" if n else
+                                 f"∞ ({e:.3f})" if v else "—")
                     if n:
                         figures[f"ablation.{ds}.{alg}.{sol}.kld"] = m
                         units[f"ablation.{ds}.{alg}.{sol}.kld"] = "sum of KLD"
