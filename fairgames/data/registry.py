@@ -426,9 +426,11 @@ CRIME = DatasetDef(
                      1 / 3, 1 / 3, None, description="99 numeric attributes standardised "
                      "(state, community name, fold not used); 1/3 test, 1/3 validation"),
         "000": Recipe("000", "black", "high_crime", _fixed(_std(*P.CRIME_NUMERIC)), "random",
-                      1 / 3, 1 / 3, None, description="paper 000: label crime rate above "
-                      "its 70th percentile, group black population above its median; "
-                      "split as paper 000's COMPAS code"),
+                      1 / 3, 1 / 3, None, include_protected=True,
+                      description="paper 000: label crime rate above its 70th percentile, "
+                      "group black population above its median (racepctblack kept as a "
+                      "feature, as the authors' code keeps every column); split as paper "
+                      "000's COMPAS code"),
         "003": Recipe("003", "majority_white", "violent_crimes",
                       _fixed([Col(c, "passthrough") for c in P.CRIME_NUMERIC]), "random",
                       0.5, 0.0, "group", include_protected=True, group_as_feature=True,
@@ -484,8 +486,9 @@ LAW = DatasetDef(
         "000": Recipe("000", "race_black", "pass_bar",
                       _fixed(_std("LSAT", "UGPA", "ZFYA") + _onehot("race", "sex")
                              + [Col("pass_bar", "passthrough")]),
-                      "random", 1 / 3, 1 / 3, None,
-                      description="paper 000: passes the bar, black vs other; split as paper "
+                      "random", 1 / 3, 1 / 3, None, include_protected=True,
+                      description="paper 000: passes the bar, black vs other (race kept as a "
+                      "feature, as the authors' code keeps every column); split as paper "
                       "000's COMPAS code"),
         "003": Recipe("003", "race_white", "ugpa",
                       _fixed([Col("LSAT", "passthrough"), Col("ZFYA", "passthrough")]

@@ -298,3 +298,19 @@ def test_data_configs_load():
         s = _load(name, **{k: v for k, v in cfg.items() if v is not None})
         assert s.metadata["protected"] == cfg["protected"]
         assert all(len(p) > 0 for p in s)
+
+
+@pytest.mark.parametrize("name, attr, column", [("law", "race_black", "race=Black"),
+                                                ("crime", "black", "racepctblack"),
+                                                ("compas", "sex", "sex=Female"),
+                                                ("adult", "sex", "sex=Female")])
+def test_paper_000_recipes_keep_the_protected_attribute_as_a_feature(name, attr, column):
+    """Paper 000's code keeps every column as a feature, the protected one included (its Adult
+    and COMPAS loaders); the ``000`` recipes do the same, and the feature separates the groups
+    exactly."""
+    s = load(name, protected=attr, paper="000", seed=0)
+    assert s.metadata["include_protected"] is True
+    j = s.train.feature_names.index(column)
+    x, g = s.train.features[:, j].double(), s.train.groups[attr]
+    lo, hi = x[g == 0], x[g == 1]
+    assert lo.max() < hi.min() or hi.max() < lo.min()
