@@ -572,7 +572,8 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
                   " where not the hinge (SPADE and NEMSIS refuse KLD with the hinge, whose "
                   "bounds of p̂ leave KLD's domain: paper 000 Remark 3). ∞: every snapshot "
                   "predicts one class in a whole group. P1 has no error constraint, so a "
-                  "mixture of all-positive and all-negative models is optimal (test errors 0.2–0.5).")
+                  "mixture of all-positive and all-negative models is optimal (test errors "
+                  "0.2–0.5).")
         md.append("")
         md.append("| data | " + " | ".join(e[0] for e in ABLATION) + " |")
         md.append("|---" * (len(ABLATION) + 1) + "|")
