@@ -70,7 +70,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_split
+from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_correct_sum, sign_split
 
 from .conjugates import psi_linear_argmin
 
@@ -386,7 +386,7 @@ class LagrangianTerms(torch.nn.Module):
     def surrogate(costs: torch.Tensor, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
         """``Σ c⁺·upper + c⁻·lower``: the sign-correct surrogate of ``⟨c, R⟩`` (an upper bound
         for bound surrogates, paper 000 eq. (4))."""
-        return torch.dot(costs.clamp_min(0.0), upper) + torch.dot(costs.clamp_max(0.0), lower)
+        return sign_correct_sum(costs, upper, lower)
 
     def surrogate_flat(self, costs: torch.Tensor, flat_bounds: torch.Tensor) -> torch.Tensor:
         """:meth:`surrogate` with both bounds in one ``[2K]`` tensor ``[upper, lower]`` (the

@@ -78,6 +78,6 @@ from .subsets import (
     positive_label,
     source,
 )
-from .surrogates import Surrogate, sign_split
+from .surrogates import Surrogate, sign_correct_sum, sign_split
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -59,7 +59,7 @@ from .events import DEFAULT_INDICATOR, Indicator
 from .expressions import Constraint, Expression, Leaf, LeafLookup, leaves_of
 from .losses import Loss
 from .subsets import And, BaselineIs, Everything, GroupIs, LabelIs, Not, Or, SourceIs, Subset
-from .surrogates import Surrogate, sign_split
+from .surrogates import Surrogate, sign_correct_sum, sign_split
 
 # A plan over more cells than this is refused: the per-step cell sums would dominate the pass.
 MAX_CELLS = 1 << 24
@@ -575,8 +575,8 @@ class RateEvaluator(torch.nn.Module):
             return value, LeafValues(true, None, None, self.index, layout.prop, bounds)
         values = self._forward(plan, batch, update)
         with torch.no_grad():
-            split = sign_split(costs(values.true))
-        return torch.dot(split[0], values.upper) + torch.dot(split[1], values.lower), values
+            c = costs(values.true)
+        return sign_correct_sum(c, values.upper, values.lower), values
 
     def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
                       ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,21 +23,22 @@ import torch.nn.functional as F
 
 KINDS = ("hinge", "logistic", "sigmoid", "ramp")
 
-# (device, dtype) → (the column signs [[+1], [−1]] that evaluate ``f(±m)`` in one op, 1.0).
-_CONSTANTS: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+# (name, device, dtype) → small constant tensors of the per-step ops, made once per device.
+_CONSTANTS: dict[tuple[str, torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
 
 
-def _constants(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (like.device, like.dtype)
+def _cached(name: str, like: torch.Tensor, *values: object) -> tuple[torch.Tensor, ...]:
+    key = (name, like.device, like.dtype)
     out = _CONSTANTS.get(key)
     if out is None:
-        out = _CONSTANTS[key] = (
-            torch.tensor([[1.0], [-1.0]], device=like.device, dtype=like.dtype),
-            torch.ones((), device=like.device, dtype=like.dtype))
+        out = _CONSTANTS[key] = tuple(torch.tensor(v, device=like.device, dtype=like.dtype)
+                                      for v in values)
     return out
 
 
-_SPLIT: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+def _constants(like: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The column signs ``[[+1], [−1]]`` that evaluate ``f(±m)`` in one op, and ``1.0``."""
+    return _cached("signs", like, [[1.0], [-1.0]], 1.0)
 
 
 def sign_split(costs: torch.Tensor) -> torch.Tensor:
@@ -50,13 +51,21 @@ def sign_split(costs: torch.Tensor) -> torch.Tensor:
         tensor([[ 1.,  0.,  0.],
                 [ 0., -2.,  0.]])
     """
-    key = (costs.device, costs.dtype)
-    bounds = _SPLIT.get(key)
-    if bounds is None:
-        bounds = _SPLIT[key] = (
-            torch.tensor([[0.0], [-math.inf]], device=costs.device, dtype=costs.dtype),
-            torch.tensor([[math.inf], [0.0]], device=costs.device, dtype=costs.dtype))
-    return torch.clamp(costs, *bounds)
+    lo, hi = _cached("split", costs, [[0.0], [-math.inf]], [[math.inf], [0.0]])
+    return torch.clamp(costs, lo, hi)
+
+
+def sign_correct_sum(costs: torch.Tensor, upper: torch.Tensor, lower: torch.Tensor
+                     ) -> torch.Tensor:
+    """``Σ c⁺·upper + c⁻·lower`` of costs ``[K]`` and bounds ``[K]`` (paper 000 eq. (4)).
+
+    Example:
+        >>> sign_correct_sum(torch.tensor([2.0, -1.0]), torch.tensor([0.5, 0.4]),
+        ...                  torch.tensor([0.1, 0.2]))
+        tensor(0.8000)
+    """
+    split = sign_split(costs)
+    return torch.dot(split[0], upper) + torch.dot(split[1], lower)
 
 
 @dataclass(frozen=True)
