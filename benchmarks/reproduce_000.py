@@ -393,6 +393,22 @@ def ablation_cells(entry: tuple[str, str, str], base: dict[str, Any], args: dict
              "theta_lr": t, "lambda_lr": la} for t, la in pairs]
 
 
+def _objective(m: dict[str, Any]) -> float:
+    return m["objective"]
+
+
+def _kld_gap(m: dict[str, Any]) -> float:
+    return m["constraints"]["error_bound"]["value"]
+
+
+def _f1_value(m: dict[str, Any]) -> float:
+    return 1 - m["objective"]
+
+
+def _f1_gap(m: dict[str, Any]) -> float:
+    return m["constraints"]["f1_parity"]["value"]
+
+
 def collect(args: dict[str, Any]) -> dict[str, Any]:
     """Per split values of every table cell, then mean ± standard error.
 
@@ -447,37 +463,22 @@ def collect(args: dict[str, Any]) -> dict[str, Any]:
             for r in [b, *kld_runs, *lp_runs]:
                 check_cell_bound(r, unc_train_error)
 
-            def kld_value(m):
-                return m["objective"]
-
             def kld_ratio(m, e0=e0):
                 return m["error"] / e0
 
-            def kld_gap(m):
-                return m["constraints"]["error_bound"]["value"]
-
-            def f1_value(m):
-                return 1 - m["objective"]
-
-            def f1_gap(m):
-                return m["constraints"]["f1_parity"]["value"]
-
-            for runs, gap, first, second, paper_cols, uniform_cols in (
-                    (lp_runs, kld_gap, kld_value, kld_ratio, t3, None),
-                    (kld_runs, kld_gap, kld_value, kld_ratio, None, t3u),
-                    (f1lp_runs, f1_gap, f1_value, f1_gap, t4, None),
-                    (f1_runs, f1_gap, f1_value, f1_gap, None, t4u)):
+            # The paper's columns (t3, t4: from the LP runs, with their Deterministic column)
+            # and the uniform mixtures' tables (t3u, t4u: Stochastic only).
+            for runs, gap, first, second, cols in (
+                    (lp_runs, _kld_gap, _objective, kld_ratio, t3),
+                    (kld_runs, _kld_gap, _objective, kld_ratio, t3u),
+                    (f1lp_runs, _f1_gap, _f1_value, _f1_gap, t4),
+                    (f1_runs, _f1_gap, _f1_value, _f1_gap, t4u)):
                 if not all(r is not None for r in runs):
                     continue
-                r = select(runs, "stochastic", lambda m: m["objective"], gap)
-                if paper_cols is not None:
-                    paper_cols["Stochastic"].append(
-                        table_entry(split, r, "stochastic", first, second))
-                    paper_cols["Deterministic"].append(
-                        table_entry(split, r, "best_iterate", first, second))
-                else:
-                    uniform_cols["Stochastic"].append(
-                        table_entry(split, r, "stochastic", first, second))
+                r = select(runs, "stochastic", _objective, gap)
+                for col, sol in (("Stochastic", "stochastic"), ("Deterministic", "best_iterate")):
+                    if col in cols:
+                        cols[col].append(table_entry(split, r, sol, first, second))
         for split in range(args["ablation_splits"] if not args["no_ablation"] else 0):
             for column in ABLATION:
                 name = column[0]
