@@ -321,9 +321,9 @@ def check_cell_bound(data: dict[str, Any] | None, unc_train_error: float) -> Non
 
 
 def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path) -> None:
-    """A cell key names neither the steps, the selection split nor the θ optimizer: refuse a
-    saved engine cell run with another value than this invocation asks for (it would be
-    reported as this protocol)."""
+    """A cell key names none of ``PROTOCOL_KEYS`` (steps, selection split, θ and λ optimizers,
+    data split): refuse a saved cell run with another value than this invocation asks for (it
+    would be reported as this protocol)."""
     split = data.get("data_split", "default")          # baselines record no overrides
     if data.get("cell", {}).get("kind") == "baselines" and split != args.get("data_split",
                                                                                "default"):

@@ -103,6 +103,8 @@ def test_results_match_the_schema_and_independent_recomputation(eo_run):
         np.mean(q * (1 - y) + (1 - q) * y), abs=1e-6)
     assert res["training"]["stochastic"]["weights"] == pytest.approx(
         mix.weights.tolist(), abs=1e-12)
+    # rates are linear in the mixture weights: the LP mixture is exact, never repaired
+    assert res["training"]["stochastic"]["moved_towards_best_iterate"] is None
 
 
 def test_tensorboard_has_the_expected_tags(eo_run):
