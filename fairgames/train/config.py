@@ -161,7 +161,9 @@ class TrainerConfig:
       uniform sample of all snapshots; ``uniform_stride``: evenly spaced): the iterates kept
       for the stochastic model and the best iterate, which are chosen on ``selection_split``;
       ``stochastic``: ``uniform`` (the mixture of all kept snapshots, paper 000's output) or
-      ``shrunk`` (the LP mixture of at most m + 1 of them, Cotter et al. 2019).
+      ``shrunk`` (the LP mixture of at most m + 1 of them, Cotter et al. 2019; moved
+      towards the best iterate where a ratio constraint makes it infeasible in truth, then
+      at most m + 2: ``fairgames.train.solutions.repair_lp_mixture``).
     * ``checkpoint_every`` (0: only at the end) and ``resume`` (``true``: the run directory's
       checkpoint, or a path) let a killed run continue; ``stop_after`` ends the run after that
       many steps without saving or evaluating anything more, as a kill would (a resumed run
