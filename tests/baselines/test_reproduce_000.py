@@ -84,6 +84,13 @@ def test_selection_and_arithmetic(rep):
     runs = [run(0.1, 0.05), run(0.3, -0.01), run(0.2, 0.0)]
     best = rep.select(runs, "stochastic", lambda m: m["objective"], lambda m: m["c"])
     assert best is runs[2]                      # feasible first, then the lowest objective
+    # TFCO's rank rule (the authors' grid choice): objective ranks A1 C2 D3 B4, violation
+    # ranks B1 D1 A3 C4; the larger rank is smallest (3) for A and D, the objective breaks
+    # the tie: the slightly infeasible A, where feasible-first takes D
+    runs = [run(0.1, 0.01), run(0.5, 0.0), run(0.3, 0.2), run(0.4, 0.0)]
+    pick = {rule: rep.select(runs, "stochastic", lambda m: m["objective"], lambda m: m["c"],
+                             rule) for rule in ("feasible_first", "rank")}
+    assert pick["feasible_first"] is runs[3] and pick["rank"] is runs[0]
     m, se, n = rep.mean_se([1.0, 2.0, 3.0])
     assert (m, n) == (2.0, 3) and se == pytest.approx(1 / 3 ** 0.5)
     groups = {"overall": {"fmeasure": 0.6}, "sex=Female": {"fmeasure": 0.5},
