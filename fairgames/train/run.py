@@ -259,6 +259,12 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+# The config's optimizer names (OPTIMIZERS; the λ-player takes MULTIPLIER_OPTIMIZERS of them).
+TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+    "adagrad": torch.optim.Adagrad}
+
+
 def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
     """A function ``params -> torch optimizer`` for an optimizer config.
 
@@ -270,26 +276,18 @@ def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
         ('SGD', 0.9)
     """
     def make(params: Any) -> torch.optim.Optimizer:
-        if cfg.name == "sgd":
-            return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
-                                   weight_decay=cfg.weight_decay)
-        if cfg.name == "adam":
-            return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        if cfg.name == "adamw":
-            return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        if cfg.name == "adagrad":
-            return torch.optim.Adagrad(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        raise ConfigError(f"optimizer.name={cfg.name!r}: unknown optimizer")
+        if cfg.name not in TORCH_OPTIMIZERS:
+            raise ConfigError(f"optimizer.name={cfg.name!r}: unknown optimizer")
+        extra = {"momentum": cfg.momentum} if cfg.name == "sgd" else {}
+        return TORCH_OPTIMIZERS[cfg.name](params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                          **extra)
     return make
 
 
 def _multiplier_options(name: str | None) -> dict[str, Any] | None:
     """The gradient-ascent λ-player's torch optimizer (built by the player with its ``lr`` and
     ``maximize=True``), or None for plain projected OGD."""
-    if name is None:
-        return None
-    classes = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
-    return {"optimizer": classes[name]}
+    return None if name is None else {"optimizer": TORCH_OPTIMIZERS[name]}
 
 
 def _spec_from_config(problem_cfg: Mapping[str, Any]) -> ProblemSpec:

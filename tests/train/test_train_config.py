@@ -168,6 +168,11 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='rmsprop'"):
         validate(compose_cfg("algorithm=algorithm2", "algorithm.multiplier_optimizer=rmsprop"))
     assert _multiplier_options(None) is None
+    # one name → torch class table serves θ's optimizer and the λ-player's
+    from fairgames.train.config import MULTIPLIER_OPTIMIZERS, OPTIMIZERS
+    from fairgames.train.run import TORCH_OPTIMIZERS
+    assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= set(MULTIPLIER_OPTIMIZERS)
+    assert _multiplier_options("adagrad") == {"optimizer": torch.optim.Adagrad}
     res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
                     "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
     player = res.engine.copt.multipliers
