@@ -101,7 +101,7 @@ RUN_KINDS = ("baselines", "kld", "kld_lp", "f1", "f1_lp", "ablation")
 LP_KINDS = ("kld_lp", "f1_lp")    # runs whose stochastic model is the LP mixture
 # What a saved engine cell must share with this invocation (a cell key names none of them).
 PROTOCOL_KEYS = ("trainer.steps", "trainer.selection_split", "optimizer",
-                 "algorithm.multiplier_optimizer", "data.split")
+                 "optimizer.weight_decay", "algorithm.multiplier_optimizer", "data.split")
 
 
 # --------------------------------------------------------------------------- cells
@@ -120,13 +120,15 @@ def cell_key(cell: dict[str, Any]) -> str:
 
 def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
               selection: str = "validation", optimizer: str = "sgd",
-              lambda_optimizer: str = "ogd", data_split: str = "default") -> list[str]:
+              lambda_optimizer: str = "ogd", data_split: str = "default",
+              weight_decay: float = 0.0) -> list[str]:
     """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
     snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
     ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
     the gradient-ascent λ-players (not NEMSIS's follow-the-leader, not UncError's);
     ``data_split``: ``default`` (the ``000`` recipe's) or ``random`` (Adult: a seeded re-split
-    of all rows instead of adult.data / adult.test)."""
+    of all rows instead of adult.data / adult.test); ``weight_decay``: the θ optimizer's L2
+    penalty (the paper: none)."""
     attr, prot = PROTECTED[cell["dataset"]]
     out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
            f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
@@ -138,6 +140,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
            "trainer.snapshot_strategy=uniform_stride", f"trainer.selection_split={selection}"]
     if data_split != "default":
         out.append(f"data.split={data_split}")
+    if weight_decay:
+        out.append(f"optimizer.weight_decay={weight_decay!r}")
     kind = cell["kind"]
     if kind == "unc":
         out += ["problem=error", "algorithm=lagrangian"]
@@ -169,7 +173,8 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
     from fairgames.train import run
 
     ov = overrides(cell, args["steps"], unc_error, args["selection"], args["optimizer"],
-                   args["lambda_optimizer"], args.get("data_split", "default"))
+                   args["lambda_optimizer"], args.get("data_split", "default"),
+                   args.get("weight_decay", 0.0))
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("train", overrides=ov)
     run_dir = Path(args["work_dir"]) / cell_key(cell)
@@ -182,6 +187,7 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
     return {"overrides": ov, "run_dir": str(run_dir), "solutions": results["solutions"],
             "seconds": results["training"]["seconds"],
             "best_iterate": results["training"]["best_iterate"],
+            "stochastic": results["training"]["stochastic"],     # its snapshots and weights
             "unconstrained": results["training"]["unconstrained"]}
 
 
@@ -335,7 +341,7 @@ def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path) 
     wanted = dict(o.split("=", 1) for o in overrides(
         data["cell"], args["steps"], None, args.get("selection", "validation"),
         args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
-        args.get("data_split", "default")))
+        args.get("data_split", "default"), args.get("weight_decay", 0.0)))
     for key in PROTOCOL_KEYS:
         if ran.get(key) != wanted.get(key):     # absent: the default (e.g. plain OGD for λ)
             raise ValueError(f"{path} was run with {key}={ran.get(key)}, this invocation asks "
@@ -715,6 +721,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data-split", choices=("default", "random"), default="default",
                         help="default: each data set's `000` recipe (Adult: adult.data / "
                              "adult.test); random: a seeded re-split of all rows")
+    parser.add_argument("--theta-weight-decay", type=float, default=0.0,
+                        help="the θ optimizer's weight decay (L2 penalty) in every engine run, "
+                             "UncError's included (the paper: none)")
     parser.add_argument("--grid-rule", choices=("feasible_first", "rank"),
                         default="feasible_first",
                         help="how the learning rates of Tables 3 and 4 are chosen on "
@@ -741,6 +750,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "lambda_optimizer": a.lambda_optimizer,
         "kinds": a.kinds,
         "data_split": a.data_split,
+        "weight_decay": a.theta_weight_decay,
         "grid_rule": a.grid_rule,
     }
     args["ablation_splits"] = min(a.ablation_splits or args["splits"], args["splits"])
@@ -772,6 +782,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cells_done": done, "cells_planned": len(unc_cells) + len(rest),
         "model": "linear (zero init)",
         "theta_optimizer": f"{args['optimizer']}, full batch",
+        "theta_weight_decay": args["weight_decay"],
         "lambda_optimizer": args["lambda_optimizer"],
         "surrogate": "hinge", "snapshots": "every 10 steps, all kept (uniform_stride)",
         "selection": f"snapshots compared on the {args['selection']} split (best iterate: "
@@ -806,7 +817,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "",
               f"Protocol actually run: data sets {', '.join(args['datasets'])}; "
               f"{args['splits']} random split(s) (seeds 0..{args['splits'] - 1}); "
-              f"{args['steps']} full-batch steps ({args['optimizer']} for θ, "
+              f"{args['steps']} full-batch steps ({args['optimizer']} for θ"
+              + (f" with weight decay {args['weight_decay']:g}" if args["weight_decay"] else "")
+              + ", "
               f"{args['lambda_optimizer']} for λ; snapshots "
               f"compared on {args['selection']}); θ learning rates {args['theta_lrs']}, "
               f"λ learning rates {args['lambda_lrs']}; ablation on "

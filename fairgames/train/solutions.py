@@ -122,10 +122,15 @@ def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: Dat
     repaired = None
     if trainer.stochastic == "shrunk" and rows and rows[0]:
         weights = torch.as_tensor(shrink_lp(objectives, rows), dtype=torch.float64)
+        # Every mixture the repair looks at lives on the LP's support and the best iterate
+        # (≤ m + 2 snapshots): evaluate those rows only, not all R.
+        support = sorted({i for i, w in enumerate(weights.tolist()) if w > 0} | {best})
+        support_scores = scores[split][support]
 
         def exact(w: torch.Tensor) -> tuple[float, list[float]]:
-            m = evaluator.evaluate(ds, scores[split], baseline_scores=base(split),
-                                   mixture_weights=w.to(model_device(model), torch.float32))
+            q = w[support].to(model_device(model), torch.float32)
+            m = evaluator.evaluate(ds, support_scores, baseline_scores=base(split),
+                                   mixture_weights=q)
             f = m["objective"] if m["objective"] is not None else math.inf
             return f, constraint_rows(m, senses)
 

@@ -45,12 +45,12 @@ def test_overrides_compose(rep, kind):
         cell = {**cell, "algorithm": "spade", "surrogate": "sigmoid"}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam",
-                                                       "adam", "random"))
+                                                       "adam", "random", 0.1))
     validate(cfg)
     assert cfg.algorithm.multiplier_optimizer == (None if kind == "unc" else "adam")
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
     assert cfg.optimizer.name == "adam" and cfg.trainer.selection_split == "train"
-    assert cfg.data.split == "random"
+    assert cfg.data.split == "random" and cfg.optimizer.weight_decay == 0.1
     # the same run; only the stochastic output differs (uniform vs LP mixture)
     assert cfg.trainer.stochastic == ("shrunk" if kind in ("kld_lp", "f1_lp") else "uniform")
     if kind in ("kld", "kld_lp"):
@@ -127,6 +127,10 @@ def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
                                          "invocation asks for algorithm.multiplier_optimizer="
                                          "adam"):
         rep.load_cell({**args, "lambda_optimizer": "adam"}, cell)
+    # nor a cell run without weight decay one of a weight-decay protocol
+    with pytest.raises(ValueError, match="optimizer.weight_decay=None, this invocation asks "
+                                         "for optimizer.weight_decay=0.1"):
+        rep.load_cell({**args, "weight_decay": 0.1}, cell)
     unc = {"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.1}   # no λ to step
     (tmp_path / f"{rep.cell_key(unc)}.json").write_text(json.dumps(
         {"cell": unc, "overrides": rep.overrides(unc, 1500, None, "train", "sgd")}))
