@@ -165,6 +165,15 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
     return out
 
 
+def protocol_overrides(cell: dict[str, Any], args: dict[str, Any], unc_error: float | None
+                       ) -> list[str]:
+    """``overrides`` of a cell under this invocation's protocol (``args``; a key it lacks
+    takes ``overrides``'s default)."""
+    return overrides(cell, args["steps"], unc_error, args.get("selection", "validation"),
+                     args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
+                     args.get("data_split", "default"), args.get("weight_decay", 0.0))
+
+
 def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float | None
                     ) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
@@ -172,9 +181,7 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
     import fairgames.train.config  # noqa: F401  (registers the schema)
     from fairgames.train import run
 
-    ov = overrides(cell, args["steps"], unc_error, args["selection"], args["optimizer"],
-                   args["lambda_optimizer"], args.get("data_split", "default"),
-                   args.get("weight_decay", 0.0))
+    ov = protocol_overrides(cell, args, unc_error)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("train", overrides=ov)
     run_dir = Path(args["work_dir"]) / cell_key(cell)
@@ -267,8 +274,8 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
     try:
         if cell["kind"] == "baselines":
             assert unc_error is not None
-            data = run_baseline_cell(cell, unc_error, args.get("data_split", "default"))
-            data["data_split"] = args.get("data_split", "default")
+            split = args.get("data_split", "default")
+            data = {**run_baseline_cell(cell, unc_error, split), "data_split": split}
         else:
             data = run_engine_cell(cell, args, unc_error)
     except Exception:  # noqa: BLE001  (recorded, the other cells go on)
@@ -338,10 +345,7 @@ def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path) 
     if "overrides" not in data or "kind" not in data.get("cell", {}):
         return
     ran = dict(o.split("=", 1) for o in data["overrides"])
-    wanted = dict(o.split("=", 1) for o in overrides(
-        data["cell"], args["steps"], None, args.get("selection", "validation"),
-        args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
-        args.get("data_split", "default"), args.get("weight_decay", 0.0)))
+    wanted = dict(o.split("=", 1) for o in protocol_overrides(data["cell"], args, None))
     for key in PROTOCOL_KEYS:
         if ran.get(key) != wanted.get(key):     # absent: the default (e.g. plain OGD for λ)
             raise ValueError(f"{path} was run with {key}={ran.get(key)}, this invocation asks "
