@@ -101,7 +101,8 @@ RUN_KINDS = ("baselines", "kld", "kld_lp", "f1", "f1_lp", "ablation")
 LP_KINDS = ("kld_lp", "f1_lp")    # runs whose stochastic model is the LP mixture
 # What a saved engine cell must share with this invocation (a cell key names none of them).
 PROTOCOL_KEYS = ("trainer.steps", "trainer.selection_split", "optimizer",
-                 "optimizer.weight_decay", "algorithm.multiplier_optimizer", "data.split")
+                 "optimizer.weight_decay", "algorithm.multiplier_optimizer", "data.split",
+                 "trainer.constraint_split")
 
 
 # --------------------------------------------------------------------------- cells
@@ -121,14 +122,16 @@ def cell_key(cell: dict[str, Any]) -> str:
 def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
               selection: str = "validation", optimizer: str = "sgd",
               lambda_optimizer: str = "ogd", data_split: str = "default",
-              weight_decay: float = 0.0) -> list[str]:
+              weight_decay: float = 0.0, constraint_split: str = "train") -> list[str]:
     """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
     snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
     ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
     the gradient-ascent λ-players (not NEMSIS's follow-the-leader, not UncError's);
     ``data_split``: ``default`` (the ``000`` recipe's) or ``random`` (Adult: a seeded re-split
     of all rows instead of adult.data / adult.test); ``weight_decay``: the θ optimizer's L2
-    penalty (the paper: none)."""
+    penalty (the paper: none); ``constraint_split``: where the multipliers and slacks of a
+    constrained run see the constraints (``train``: the paper's game; ``validation``: Cotter
+    et al. 2019's two-dataset game, ``trainer.constraint_split``)."""
     attr, prot = PROTECTED[cell["dataset"]]
     out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
            f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
@@ -142,6 +145,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
         out.append(f"data.split={data_split}")
     if weight_decay:
         out.append(f"optimizer.weight_decay={weight_decay!r}")
+    if constraint_split != "train" and cell["kind"] != "unc":
+        out.append(f"trainer.constraint_split={constraint_split}")
     kind = cell["kind"]
     if kind == "unc":
         out += ["problem=error", "algorithm=lagrangian"]
@@ -171,7 +176,8 @@ def protocol_overrides(cell: dict[str, Any], args: dict[str, Any], unc_error: fl
     takes ``overrides``'s default)."""
     return overrides(cell, args["steps"], unc_error, args.get("selection", "validation"),
                      args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
-                     args.get("data_split", "default"), args.get("weight_decay", 0.0))
+                     args.get("data_split", "default"), args.get("weight_decay", 0.0),
+                     args.get("constraint_split", "train"))
 
 
 def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float | None
@@ -728,6 +734,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--theta-weight-decay", type=float, default=0.0,
                         help="the θ optimizer's weight decay (L2 penalty) in every engine run, "
                              "UncError's included (the paper: none)")
+    parser.add_argument("--constraint-split", choices=("train", "validation"),
+                        default="train",
+                        help="where the multipliers and slacks of the constrained runs see the "
+                             "constraints: train (the paper's game) or validation (Cotter et "
+                             "al. 2019's two-dataset game; validation then also chooses the "
+                             "learning rates, and only test is untouched)")
     parser.add_argument("--grid-rule", choices=("feasible_first", "rank"),
                         default="feasible_first",
                         help="how the learning rates of Tables 3 and 4 are chosen on "
@@ -755,6 +767,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "kinds": a.kinds,
         "data_split": a.data_split,
         "weight_decay": a.theta_weight_decay,
+        "constraint_split": a.constraint_split,
         "grid_rule": a.grid_rule,
     }
     args["ablation_splits"] = min(a.ablation_splits or args["splits"], args["splits"])
@@ -787,6 +800,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "model": "linear (zero init)",
         "theta_optimizer": f"{args['optimizer']}, full batch",
         "theta_weight_decay": args["weight_decay"],
+        "constraint_split": args["constraint_split"],
         "lambda_optimizer": args["lambda_optimizer"],
         "surrogate": "hinge", "snapshots": "every 10 steps, all kept (uniform_stride)",
         "selection": f"snapshots compared on the {args['selection']} split (best iterate: "
@@ -824,7 +838,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{args['steps']} full-batch steps ({args['optimizer']} for θ"
               + (f" with weight decay {args['weight_decay']:g}" if args["weight_decay"] else "")
               + ", "
-              f"{args['lambda_optimizer']} for λ; snapshots "
+              f"{args['lambda_optimizer']} for λ"
+              + (f", which plays on the {args['constraint_split']} split"
+                 if args["constraint_split"] != "train" else "")
+              + "; snapshots "
               f"compared on {args['selection']}); θ learning rates {args['theta_lrs']}, "
               f"λ learning rates {args['lambda_lrs']}; ablation on "
               f"{protocol['ablation_splits']} split(s)"

@@ -208,6 +208,7 @@ class ConstrainedOptimizer:
         self.last: StepRecord | None = None
         self._hooks: list[Callable[[StepRecord], None]] = []
         self._pending: _Pending | None = None
+        self._heldout: _Pending | None = None
 
     # ------------------------------------------------------------------ configuration
     def _check_payoffs(self) -> None:
@@ -287,6 +288,63 @@ class ConstrainedOptimizer:
             self._pending.add(rec)
         return loss
 
+    @torch.no_grad()
+    def record_heldout(self, batch: Batch) -> None:
+        """Record the true rates of a held-out batch: at the next :meth:`step` the multipliers,
+        the slacks and the monitor play on these instead of :meth:`lagrangian`'s batches,
+        while θ still descends the surrogate Lagrangian of its own data.
+
+        This is Cotter et al. (2019)'s two-dataset game ("Training well-generalizing
+        classifiers for fairness metrics and other data-dependent constraints", Algorithm 2):
+        λ only ever sees constraint values on data θ is not fitted to, so it keeps raising the
+        price of a constraint that θ satisfies on its training data but not beyond it. Several
+        calls before one ``step`` average their records, like :meth:`lagrangian`'s. The batch's
+        scores need no gradient (evaluate the model under ``torch.no_grad()``); the step's
+        :class:`~fairgames.game.StepRecord` (violations, ``leaves_true``) is then on the
+        held-out data.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import Batch, error_rate, positive_prediction_rate
+            >>> from fairgames.game import Problem
+            >>> problem = Problem(error_rate(), [positive_prediction_rate() >= 0.9])
+            >>> model = torch.nn.Linear(2, 1)
+            >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), 0.1))
+            >>> x, y = torch.randn(32, 2), (torch.rand(32) < 0.5).float()
+            >>> xh, yh = torch.randn(16, 2), (torch.rand(16) < 0.5).float()
+            >>> copt.zero_grad()
+            >>> copt.lagrangian(Batch(scores=model(x)[:, 0], labels=y)).backward()
+            >>> with torch.no_grad():
+            ...     heldout_scores = model(xh)[:, 0]
+            ...     copt.record_heldout(Batch(scores=heldout_scores, labels=yh))
+            >>> copt.step()
+            >>> held_ppr = (heldout_scores > 0).float().mean()
+            >>> bool(torch.isclose(copt.last.constraints_true[0], 0.9 - held_ppr))
+            True
+        """
+        if not isinstance(batch, Batch):
+            raise TypeError(f"record_heldout() takes a fairgames.rates.Batch, got "
+                            f"{type(batch).__name__}")
+        if isinstance(self.theta, BestResponsePlayer):
+            raise ValueError("record_heldout() needs a gradient θ-player: a best-response "
+                             "θ-player computes the multipliers' step inside step_batch")
+        if torch.is_autocast_enabled(self.device.type):
+            with torch.autocast(device_type=self.device.type, enabled=False):
+                rec = self._heldout_record(batch)
+        else:
+            rec = self._heldout_record(batch)
+        if self._heldout is None:
+            self._heldout = rec
+        else:
+            self._heldout.add(rec)
+
+    def _heldout_record(self, batch: Batch) -> _Pending:
+        # update=False: the running proportion estimates belong to θ's (mini)batches.
+        values = self.evaluator(batch, update=False)
+        t = self.terms
+        ratios = t.ratio_values(values.true) if t.num_linear else None
+        return self._record(values, values.true, ratios, self._empty.sum())
+
     def _leaf_costs(self, true: torch.Tensor, omega: torch.Tensor, lam: torch.Tensor
                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """The leaf costs ``c(ω, λ)`` at this batch's true rates (the ratio slacks and the
@@ -363,6 +421,13 @@ class ConstrainedOptimizer:
         assert self._pending is not None
         pend = self._pending.mean()
         self._pending = None
+        if self._heldout is not None:
+            # The two-dataset game: every player but θ sees the held-out rates (see
+            # record_heldout); the θ-player's surrogate Lagrangian is still reported.
+            objective_surrogate = pend.objective_surrogate
+            pend = self._heldout.mean()
+            pend.objective_surrogate = objective_surrogate
+            self._heldout = None
         omega, lam = self.multipliers.weights_snapshot()
         if torch.is_autocast_enabled(self.device.type):
             with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
@@ -490,9 +555,9 @@ class ConstrainedOptimizer:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume the game exactly (the model's own parameters are the
         caller's to save)."""
-        if self._pending is not None:
-            raise RuntimeError("state_dict() between lagrangian() and step(): the recorded "
-                               "values would be lost; save after step()")
+        if self._pending is not None or self._heldout is not None:
+            raise RuntimeError("state_dict() between lagrangian() (or record_heldout()) and "
+                               "step(): the recorded values would be lost; save after step()")
         return {
             "format": CHECKPOINT_FORMAT,
             "preset": self.preset.name,
@@ -525,6 +590,7 @@ class ConstrainedOptimizer:
         self.monitor.load_state_dict(state["monitor"])
         self.steps = int(state["steps"])
         self._pending = None
+        self._heldout = None
 
     def __repr__(self) -> str:
         return (f"ConstrainedOptimizer(preset={self.preset.name}, multipliers="

@@ -168,6 +168,12 @@ class TrainerConfig:
       checkpoint, or a path) let a killed run continue; ``stop_after`` ends the run after that
       many steps without saving or evaluating anything more, as a kill would (a resumed run
       restarts from the last checkpoint).
+    * ``constraint_split``: where the multipliers and slacks see the constraints. ``train``:
+      on the θ-player's own batches (paper 000's game); ``validation``: on the validation
+      split, scored at every step without gradients (Cotter et al. 2019's two-dataset game,
+      for constraints that θ satisfies on its training data but not beyond it). Then the
+      game's logged violations are validation ones, and the validation split is no longer
+      untouched for ``selection_split`` or model selection: compare on test.
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
       (rows per evaluation chunk).
 
@@ -193,6 +199,7 @@ class TrainerConfig:
     tensorboard: bool = True
     plots: bool = True
     selection_split: str = "validation"
+    constraint_split: str = "train"
     stochastic: str = "uniform"
     eval_chunk: int = 65536
 
@@ -371,6 +378,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
     positive("trainer.eval_chunk", t.eval_chunk, integer=True)
     choice("trainer.selection_split", t.selection_split, SPLITS)
+    # Test stays out of training: the multipliers may play on train or validation only.
+    choice("trainer.constraint_split", t.constraint_split, ("train", "validation"))
+    if (t.constraint_split != "train" and a.name in PRESETS
+            and PRESETS[a.name].theta == "best_response"):
+        bad("trainer.constraint_split", t.constraint_split,
+            f"algorithm={a.name} plays θ by best response, which computes the multipliers' "
+            "step itself; a held-out split needs a gradient θ-player")
     choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
     choice("trainer.stochastic", t.stochastic, STOCHASTIC)
     if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):

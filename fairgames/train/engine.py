@@ -76,6 +76,12 @@ class Engine:
         logger: a :class:`RunLogger` (``None``: no TensorBoard).
         progress: show a tqdm progress bar.
         on_checkpoint: ``fn(state)`` adding run-level items to each checkpoint.
+        heldout: a split the multipliers and slacks play on instead of the θ-player's batches
+            (Cotter et al. 2019's two-dataset game,
+            :meth:`~fairgames.game.ConstrainedOptimizer.record_heldout`): each step scores it
+            without gradients in eval mode — all of it when training is full-batch, else a
+            minibatch of ``batch_size`` rows from its own seeded sampler. ``None``: off.
+        heldout_baseline_scores: ``[N]`` baseline scores on ``heldout`` (churn problems).
 
     Example:
         >>> import torch
@@ -102,16 +108,34 @@ class Engine:
                  grad_clip: float | None = None,
                  run_dir: Path | None = None, logger: RunLogger | None = None,
                  progress: bool = False,
-                 on_checkpoint: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+                 heldout: TabularDataset | None = None,
+                 heldout_baseline_scores: torch.Tensor | None = None) -> None:
         if protected not in train.groups:
             raise ValueError(f"protected attribute {protected!r} is not in the data "
                              f"({sorted(train.groups)})")
+        if heldout is not None and protected not in heldout.groups:
+            raise ValueError(f"protected attribute {protected!r} is not in the held-out data "
+                             f"({sorted(heldout.groups)})")
+        if heldout is not None and isinstance(copt.theta, BestResponsePlayer):
+            raise ValueError("a held-out split for the multipliers needs a gradient θ-player; "
+                             f"{copt.preset.name!r} plays θ by best response")
+        if (heldout is not None and baseline_scores is not None
+                and heldout_baseline_scores is None):
+            raise ValueError("the problem reads baseline scores: pass heldout_baseline_scores "
+                             "for the held-out split too")
         self.model, self.copt, self.train = model, copt, train
         self.protected = protected
         self.steps = int(steps)
         self.full_batch = batch_size is None or batch_size >= len(train)
         self.sampler = None if self.full_batch else MinibatchSampler(
             train, batch_size, seed=seed, balanced_by=protected if balanced_batches else None)
+        self.heldout, self.heldout_baseline_scores = heldout, heldout_baseline_scores
+        # Its own seed, so that the training minibatches do not depend on whether it is on.
+        self.heldout_sampler = None if (heldout is None or self.full_batch
+                                        or batch_size >= len(heldout)) else MinibatchSampler(
+            heldout, batch_size, seed=seed + 1,
+            balanced_by=protected if balanced_batches else None)
         self.baseline_scores = baseline_scores
         self.log_every, self.checkpoint_every = int(log_every), int(checkpoint_every)
         self.grad_clip = grad_clip
@@ -124,22 +148,37 @@ class Engine:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.best_response = isinstance(copt.theta, BestResponsePlayer)
         self._full_fields = self._fields(None) if self.full_batch else None
+        self._heldout_full = (self._heldout_fields(None)
+                              if heldout is not None and self.heldout_sampler is None else None)
         self._last: tuple[torch.Tensor, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ one step
     def _fields(self, index: torch.Tensor | None) -> dict[str, Any]:
-        ds = self.train
-        weights = None
-        if index is None:
-            labels, groups, base = ds.labels, ds.groups, self.baseline_scores
+        return _batch_fields(self.train, index, self.baseline_scores, self.sampler)
+
+    def _heldout_fields(self, index: torch.Tensor | None) -> dict[str, Any]:
+        assert self.heldout is not None
+        return _batch_fields(self.heldout, index, self.heldout_baseline_scores,
+                             self.heldout_sampler)
+
+    def _record_heldout(self) -> None:
+        """Score the held-out split (or a minibatch of it) at the current θ, without
+        gradients and in eval mode, for the multipliers' step."""
+        assert self.heldout is not None
+        if self.heldout_sampler is None:
+            x, fields = self.heldout.features, self._heldout_full
+            assert fields is not None
         else:
-            labels = ds.labels[index]
-            groups = {a: g[index] for a, g in ds.groups.items()}
-            base = self.baseline_scores[index] if self.baseline_scores is not None else None
-            if self.sampler is not None and self.sampler.balanced_by is not None:
-                weights = self.sampler.importance_weights(index)
-        return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
-                "group_values": ds.group_names, "baseline_scores": base, "weights": weights}
+            index = next(self.heldout_sampler)
+            x, fields = self.heldout.features[index], self._heldout_fields(index)
+        was = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            scores = self.model(x)
+            if scores.dim() == 2 and scores.shape[1] == 1:
+                scores = scores[:, 0]
+            self.copt.record_heldout(Batch(scores=scores, **fields))
+        self.model.train(was)
 
     def train_step(self) -> None:
         """One game step (no host-device sync)."""
@@ -159,6 +198,8 @@ class Engine:
             if scores.dim() == 2 and scores.shape[1] == 1:
                 scores = scores[:, 0]
             loss = self.copt.lagrangian(Batch(scores=scores, **fields))
+            if self.heldout is not None:       # θ_t's held-out rates, before θ moves
+                self._record_heldout()
             loss.backward()
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)
@@ -247,6 +288,8 @@ class Engine:
             "model": self.model.state_dict(),
             "game": self.copt.state_dict(),
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
+            "heldout_sampler": (self.heldout_sampler.state_dict()
+                                if self.heldout_sampler is not None else None),
             "snapshots": self.snapshots.state_dict(),
             "history": self.history,
             "rng": {"torch": torch.get_rng_state(),
@@ -267,6 +310,12 @@ class Engine:
             self.sampler.load_state_dict(state["sampler"])
         elif state["sampler"] is not None:
             raise ValueError("the checkpoint was trained on minibatches, this run full-batch")
+        held = state.get("heldout_sampler")
+        if (held is None) != (self.heldout_sampler is None):
+            raise ValueError("the checkpoint and this run differ in their held-out minibatches "
+                             "(trainer.constraint_split)")
+        if self.heldout_sampler is not None:
+            self.heldout_sampler.load_state_dict(held)
         self.snapshots.load_state_dict(state["snapshots"])
         self.history = list(state["history"])
         self.step = int(state["step"])
@@ -284,6 +333,23 @@ class Engine:
         path = self.run_dir / CHECKPOINT_NAME
         save_atomic(state, path)
         return path
+
+
+def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
+                  baseline_scores: torch.Tensor | None, sampler: MinibatchSampler | None
+                  ) -> dict[str, Any]:
+    """The :class:`Batch` fields of ``ds``'s rows ``index`` (``None``: all of them)."""
+    weights = None
+    if index is None:
+        labels, groups, base = ds.labels, ds.groups, baseline_scores
+    else:
+        labels = ds.labels[index]
+        groups = {a: g[index] for a, g in ds.groups.items()}
+        base = baseline_scores[index] if baseline_scores is not None else None
+        if sampler is not None and sampler.balanced_by is not None:
+            weights = sampler.importance_weights(index)
+    return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
+            "group_values": ds.group_names, "baseline_scores": base, "weights": weights}
 
 
 def unique_names(names: list[str]) -> list[str]:

@@ -302,6 +302,16 @@ def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
     return max(1, math.ceil(trainer.epochs * per_epoch))
 
 
+def _heldout(trainer: TrainerConfig, splits: DatasetSplits,
+             baselines: Mapping[str, torch.Tensor] | None) -> dict[str, Any]:
+    """The engine's held-out arguments for ``trainer.constraint_split``."""
+    if trainer.constraint_split == "train":
+        return {}
+    name = trainer.constraint_split
+    return {"heldout": getattr(splits, name),
+            "heldout_baseline_scores": baselines[name] if baselines else None}
+
+
 def _diff_config(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
     out = []
     for key in sorted(set(old) | set(new)):
@@ -435,7 +445,7 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         max_snapshots=trainer.max_snapshots, snapshot_strategy=trainer.snapshot_strategy,
         checkpoint_every=trainer.checkpoint_every,
         grad_clip=grad_clip, run_dir=run_dir, logger=logger, progress=trainer.progress,
-        on_checkpoint=add_run_state)
+        on_checkpoint=add_run_state, **_heldout(trainer, splits, baselines))
     if ckpt is not None:
         engine.load_state_dict(ckpt["engine"])
     try:

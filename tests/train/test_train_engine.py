@@ -165,7 +165,10 @@ def test_report_and_dynamics_plot(eo_run):
      "trainer.batch_size=256", "algorithm=algorithm3"],
     # full batch, ψ slacks (P2) and the unconstrained pre-run
     ["problem=kld_error", "algorithm=algorithm2", "trainer.snapshot_strategy=uniform_stride"],
-], ids=["minibatch-mlp-ratio", "fullbatch-kld"])
+    # the two-dataset game on minibatches: the held-out sampler's position
+    ["problem=fmeasure_parity", "trainer.batch_size=256", "algorithm=algorithm3",
+     "trainer.constraint_split=validation"],
+], ids=["minibatch-mlp-ratio", "fullbatch-kld", "minibatch-heldout"])
 def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(train_run, tmp_path,
                                                                overrides):
     common = [*overrides, "trainer.steps=60", "trainer.checkpoint_every=20",

@@ -1,0 +1,133 @@
+"""``trainer.constraint_split=validation`` (Cotter et al. 2019's two-dataset game in the
+engine): the game's logged violations are the validation split's (numpy), θ's minibatches do
+not change, no host sync, resume, and clear config errors."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from fairgames.data import make_synthetic
+from fairgames.game import ConstrainedOptimizer, Problem
+from fairgames.rates import error_rate, group, no_host_sync, true_positive_rate
+from fairgames.train import ConfigError, Engine
+from fairgames.train.config import validate
+from fairgames.train.data import load_splits
+
+
+def _tpr_parity() -> Problem:
+    tpr = [true_positive_rate(group("group", v)) for v in ("0", "1")]
+    return Problem(error_rate(), [(tpr[1] >= tpr[0] - 0.05).named("gap_10"),
+                                  (tpr[0] >= tpr[1] - 0.05).named("gap_01")])
+
+
+def _gap(model: torch.nn.Module, ds) -> float:
+    with torch.no_grad():
+        pred = (model(ds.features)[:, 0] > 0).numpy()
+    y, g = ds.labels.numpy() == 1, ds.groups["group"].numpy()
+    return float(pred[y & (g == 0)].mean() - pred[y & (g == 1)].mean())
+
+
+def _engine(splits, heldout: bool, batch_size: int | None = None, steps: int = 1):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1))
+    engine = Engine(model, copt, splits.train, protected="group", steps=steps,
+                    batch_size=batch_size, log_every=1, snapshot_every=1, max_snapshots=4,
+                    heldout=splits.validation if heldout else None)
+    return model, engine
+
+
+def test_the_logged_violations_are_the_validation_splits():
+    splits = make_synthetic(n=3000, d=5, group_shift=1.5, seed=0)
+    model, engine = _engine(splits, heldout=True)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    engine.run()
+    model.load_state_dict(start)              # θ_0: the model the first step's rates are of
+    d_val, d_train = _gap(model, splits.validation), _gap(model, splits.train)
+    logged = engine.history[0]["constraints"]
+    assert logged["gap_10"] == pytest.approx(d_val - 0.05, abs=1e-6)
+    assert logged["gap_01"] == pytest.approx(-d_val - 0.05, abs=1e-6)
+    assert abs(d_val - d_train) > 1e-3        # so the test tells the splits apart
+    _, plain = _engine(splits, heldout=False)
+    plain.run()
+    assert plain.history[0]["constraints"]["gap_10"] == pytest.approx(d_train - 0.05, abs=1e-6)
+
+
+def test_the_training_minibatches_do_not_depend_on_the_heldout_split():
+    splits = make_synthetic(n=3000, d=5, group_shift=1.5, seed=0)
+    drawn = []
+    for heldout in (False, True):
+        _, engine = _engine(splits, heldout, batch_size=256, steps=5)
+        seen = []
+        engine.sampler = _Recording(engine.sampler, seen)
+        engine.run()
+        drawn.append(seen)
+        if heldout:
+            assert engine.heldout_sampler is not None
+    assert all(torch.equal(a, b) for a, b in zip(*drawn, strict=True))
+
+
+class _Recording:
+    """A sampler that remembers what it hands out."""
+
+    def __init__(self, sampler, seen: list) -> None:
+        self.sampler, self.seen = sampler, seen
+        self.balanced_by = sampler.balanced_by
+
+    def __next__(self) -> torch.Tensor:
+        index = next(self.sampler)
+        self.seen.append(index.clone())
+        return index
+
+
+@pytest.mark.parametrize("batch_size", [None, 128])
+def test_a_step_with_a_heldout_split_makes_no_host_sync(batch_size):
+    splits = make_synthetic(n=1200, d=5, seed=0)
+    _, engine = _engine(splits, heldout=True, batch_size=batch_size, steps=50)
+    engine.train_step()          # the first step compiles the evaluation plans (host work)
+    with no_host_sync():
+        for _ in range(12):      # crosses an epoch boundary of both samplers
+            engine.train_step()
+    assert engine.step == 13
+
+
+def test_constraint_split_config_errors(compose_cfg, tmp_path):
+    with pytest.raises(ConfigError, match="trainer.constraint_split='test'"):
+        validate(compose_cfg("trainer.constraint_split=test"))
+    with pytest.raises(ConfigError, match="gradient θ-player"):
+        validate(compose_cfg("trainer.constraint_split=validation", "algorithm=algorithm1"))
+    splits = make_synthetic(n=600, d=5, seed=0)
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1),
+                                preset="algorithm1")
+    with pytest.raises(ValueError, match="gradient θ-player"):
+        Engine(model, copt, splits.train, protected="group", steps=1,
+               heldout=splits.validation)
+
+
+def test_a_run_on_the_two_dataset_game_logs_validation_violations(train_run):
+    result = train_run("heldout", "problem=equal_opportunity",
+                       "trainer.constraint_split=validation", "trainer.steps=60",
+                       "trainer.log_every=60", "trainer.snapshot_every=1",
+                       "trainer.max_snapshots=60", "trainer.snapshot_strategy=uniform_stride")
+    assert result.results["config"]["trainer"]["constraint_split"] == "validation"
+    # The step-60 entry holds the game's record of step 60: the validation split's
+    # equal-opportunity violations at θ_59, the snapshot taken after step 59.
+    engine = result.engine
+    assert engine.history[-1]["step"] == 60 and engine.snapshots.steps[-2] == 59
+    stacked = engine.snapshots.stacked("cpu")
+    model = copy.deepcopy(result.model).cpu()
+    model.load_state_dict({k: v[-2] for k, v in stacked.items()})
+    cfg = result.results["config"]
+    val = load_splits(cfg["data"], cfg["seed"]).validation
+    with torch.no_grad():
+        pred = (model(val.features).reshape(-1) > 0).numpy()
+    y, g = val.labels.numpy() == 1, val.groups["group"].numpy()
+    overall = pred[y].mean()
+    expected = sorted(overall - pred[y & (g == k)].mean() - 0.05 for k in np.unique(g))
+    logged = sorted(engine.history[-1]["constraints"].values())
+    np.testing.assert_allclose(logged, expected, atol=1e-6)
