@@ -45,8 +45,10 @@ def test_overrides_compose(rep, kind):
         cell = {**cell, "algorithm": "spade", "surrogate": "sigmoid"}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=rep.overrides(cell, 100, 0.3, "train", "adam",
-                                                       "adam", "random", 0.1))
+                                                       "adam", "random", 0.1, "validation"))
     validate(cfg)
+    # the two-dataset game for constrained runs; UncError has no constraint to play
+    assert cfg.trainer.constraint_split == ("train" if kind == "unc" else "validation")
     assert cfg.algorithm.multiplier_optimizer == (None if kind == "unc" else "adam")
     assert cfg.data.seed == 2 and cfg.optimizer.lr == 0.1 and cfg.trainer.steps == 100
     assert cfg.optimizer.name == "adam" and cfg.trainer.selection_split == "train"
@@ -131,10 +133,15 @@ def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
     with pytest.raises(ValueError, match="optimizer.weight_decay=None, this invocation asks "
                                          "for optimizer.weight_decay=0.1"):
         rep.load_cell({**args, "weight_decay": 0.1}, cell)
+    # nor a cell of the paper's game one of the two-dataset game's
+    with pytest.raises(ValueError, match="trainer.constraint_split=None, this invocation "
+                                         "asks for trainer.constraint_split=validation"):
+        rep.load_cell({**args, "constraint_split": "validation"}, cell)
     unc = {"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.1}   # no λ to step
     (tmp_path / f"{rep.cell_key(unc)}.json").write_text(json.dumps(
         {"cell": unc, "overrides": rep.overrides(unc, 1500, None, "train", "sgd")}))
     assert rep.load_cell({**args, "lambda_optimizer": "adam"}, unc) is not None
+    assert rep.load_cell({**args, "constraint_split": "validation"}, unc) is not None
     baseline = {"kind": "baselines", "dataset": "law", "split": 0}   # no steps: no check
     (tmp_path / f"{rep.cell_key(baseline)}.json").write_text(json.dumps({"cell": baseline}))
     assert rep.load_cell({**args, "steps": 5000}, baseline) is not None
