@@ -131,7 +131,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
     of all rows instead of adult.data / adult.test); ``weight_decay``: the θ optimizer's L2
     penalty (the paper: none); ``constraint_split``: where the multipliers and slacks of a
     constrained run see the constraints (``train``: the paper's game; ``validation``: Cotter
-    et al. 2019's two-dataset game, ``trainer.constraint_split``)."""
+    et al. 2019's two-dataset game; ``holdout``: the same on half of the training rows,
+    ``trainer.constraint_split``)."""
     attr, prot = PROTECTED[cell["dataset"]]
     out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
            f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
@@ -734,12 +735,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--theta-weight-decay", type=float, default=0.0,
                         help="the θ optimizer's weight decay (L2 penalty) in every engine run, "
                              "UncError's included (the paper: none)")
-    parser.add_argument("--constraint-split", choices=("train", "validation"),
+    parser.add_argument("--constraint-split", choices=("train", "validation", "holdout"),
                         default="train",
                         help="where the multipliers and slacks of the constrained runs see the "
-                             "constraints: train (the paper's game) or validation (Cotter et "
+                             "constraints: train (the paper's game); validation (Cotter et "
                              "al. 2019's two-dataset game; validation then also chooses the "
-                             "learning rates, and only test is untouched)")
+                             "learning rates, and only test is untouched); holdout (the same "
+                             "game on half of the training rows, which θ does not train on)")
     parser.add_argument("--grid-rule", choices=("feasible_first", "rank"),
                         default="feasible_first",
                         help="how the learning rates of Tables 3 and 4 are chosen on "

@@ -38,6 +38,7 @@ DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
 MULTIPLIER_OPTIMIZERS = ("sgd", "adam", "adagrad")
 SPLITS = ("train", "validation", "test")
+CONSTRAINT_SPLITS = ("train", "validation", "holdout")
 STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
 
@@ -173,7 +174,10 @@ class TrainerConfig:
       split, scored at every step without gradients (Cotter et al. 2019's two-dataset game,
       for constraints that θ satisfies on its training data but not beyond it). Then the
       game's logged violations are validation ones, and the validation split is no longer
-      untouched for ``selection_split`` or model selection: compare on test.
+      untouched for ``selection_split`` or model selection: compare on test. ``holdout``:
+      on a seeded share ``constraint_fraction`` of the training rows (stratified by group and
+      label) that θ does not train on, as Cotter et al. split their training data; validation
+      stays untouched, and results on ``train`` are on the whole training split.
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
       (rows per evaluation chunk).
 
@@ -200,6 +204,7 @@ class TrainerConfig:
     plots: bool = True
     selection_split: str = "validation"
     constraint_split: str = "train"
+    constraint_fraction: float = 0.5
     stochastic: str = "uniform"
     eval_chunk: int = 65536
 
@@ -378,8 +383,10 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
     positive("trainer.eval_chunk", t.eval_chunk, integer=True)
     choice("trainer.selection_split", t.selection_split, SPLITS)
-    # Test stays out of training: the multipliers may play on train or validation only.
-    choice("trainer.constraint_split", t.constraint_split, ("train", "validation"))
+    # Test stays out of training: the multipliers play on training or validation rows only.
+    choice("trainer.constraint_split", t.constraint_split, CONSTRAINT_SPLITS)
+    if not 0.0 < t.constraint_fraction < 1.0:
+        bad("trainer.constraint_fraction", t.constraint_fraction, "must lie in (0, 1)")
     if (t.constraint_split != "train" and a.name in PRESETS
             and PRESETS[a.name].theta == "best_response"):
         bad("trainer.constraint_split", t.constraint_split,

@@ -17,9 +17,11 @@ import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, load, make_synthetic
+from fairgames.data.splits import random_split
 from fairgames.rates import Batch
 
 from .config import ConfigError
@@ -68,6 +70,48 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
             raise ConfigError(f"data set {name!r} has an empty {split_name} split "
                               f"(data: {dict(cfg)}); {hint}")
     return splits
+
+
+def constraint_holdout(train: TabularDataset, protected: str, fraction: float, seed: int
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices ``(theta_rows, constraint_rows)`` of a seeded split of the training data:
+    θ trains on the first, the multipliers see the constraints on the second
+    (``trainer.constraint_split=holdout``; Cotter et al. 2019 split the training data in two
+    so). Stratified by protected group and label (by group for real labels; unstratified for
+    soft groups), so both parts keep every group's share and base rate.
+
+    Raises:
+        ConfigError: a protected group left without rows in either part.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> train = make_synthetic(n=1000, seed=0).train
+        >>> theta, held = constraint_holdout(train, "group", 0.5, seed=0)
+        >>> len(theta) + len(held) == len(train), bool(set(theta.tolist()) & set(held.tolist()))
+        (True, False)
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"trainer.constraint_fraction={fraction!r}: must lie in (0, 1)")
+    codes = train.groups[protected].cpu()
+    strata = None
+    if codes.dim() == 1:
+        strata = codes.numpy().astype(np.int64)
+        if train.label_kind == "binary":
+            strata = strata * 2 + (train.labels.cpu().numpy() > 0.5)
+    # A seed of its own (not the data split's, not the minibatches'): the same split of the
+    # same training data for every run with this seed.
+    theta, held = random_split(len(train), (1.0 - fraction, fraction), seed=(int(seed), 104729),
+                               stratify=strata)
+    if codes.dim() == 1:
+        names = train.group_names[protected]
+        for part, rows in (("θ's", theta), ("the constraints'", held)):
+            present = set(codes[torch.as_tensor(rows)].tolist())
+            empty = [names[k] for k in range(len(names)) if k not in present
+                     and k in set(codes.tolist())]
+            if empty:
+                raise ConfigError(f"trainer.constraint_fraction={fraction}: {protected} group(s) "
+                                  f"{empty} have no rows in {part} part of the training split")
+    return torch.as_tensor(theta), torch.as_tensor(held)
 
 
 def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | None = None, *,

@@ -55,7 +55,7 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .data import load_splits, predict_scores
+from .data import constraint_holdout, load_splits, predict_scores
 from .engine import Engine, unique_names
 from .evaluation import SolutionEvaluator
 from .helpers import (
@@ -302,14 +302,27 @@ def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
     return max(1, math.ceil(trainer.epochs * per_epoch))
 
 
-def _heldout(trainer: TrainerConfig, splits: DatasetSplits,
-             baselines: Mapping[str, torch.Tensor] | None) -> dict[str, Any]:
-    """The engine's held-out arguments for ``trainer.constraint_split``."""
-    if trainer.constraint_split == "train":
-        return {}
-    name = trainer.constraint_split
-    return {"heldout": getattr(splits, name),
-            "heldout_baseline_scores": baselines[name] if baselines else None}
+def _game_data(trainer: TrainerConfig, splits: DatasetSplits,
+               baselines: Mapping[str, torch.Tensor] | None, protected: str, seed: int
+               ) -> dict[str, Any]:
+    """The engine's data for ``trainer.constraint_split``: θ's training rows and their baseline
+    scores, and the held-out rows the multipliers play on (none for ``train``)."""
+    train = splits.train
+    base = baselines["train"] if baselines else None
+    split = trainer.constraint_split
+    if split == "train":
+        return {"train": train, "baseline_scores": base}
+    if split == "validation":
+        return {"train": train, "baseline_scores": base, "heldout": splits.validation,
+                "heldout_baseline_scores": baselines["validation"] if baselines else None}
+    theta_rows, held_rows = constraint_holdout(train, protected, trainer.constraint_fraction,
+                                               seed)
+    theta_rows, held_rows = theta_rows.to(train.features.device), held_rows.to(
+        train.features.device)
+    return {"train": train.subset(theta_rows),
+            "baseline_scores": base[theta_rows] if base is not None else None,
+            "heldout": train.subset(held_rows),
+            "heldout_baseline_scores": base[held_rows] if base is not None else None}
 
 
 def _diff_config(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -437,15 +450,15 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         state["run"] = {"config": config, "unconstrained": values,
                         "baseline_state": base_state}
 
+    game_data = _game_data(trainer, splits, baselines, protected, seed)
     engine = Engine(
-        model, copt, train, protected=protected, steps=steps,
+        model, copt, protected=protected, steps=steps,
         batch_size=trainer.batch_size, balanced_batches=trainer.balanced_batches, seed=seed,
-        baseline_scores=baselines["train"] if baselines else None,
         log_every=trainer.log_every, snapshot_every=trainer.snapshot_every,
         max_snapshots=trainer.max_snapshots, snapshot_strategy=trainer.snapshot_strategy,
         checkpoint_every=trainer.checkpoint_every,
         grad_clip=grad_clip, run_dir=run_dir, logger=logger, progress=trainer.progress,
-        on_checkpoint=add_run_state, **_heldout(trainer, splits, baselines))
+        on_checkpoint=add_run_state, **game_data)
     if ckpt is not None:
         engine.load_state_dict(ckpt["engine"])
     try:

@@ -15,7 +15,7 @@ from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, group, no_host_sync, true_positive_rate
 from fairgames.train import ConfigError, Engine
 from fairgames.train.config import validate
-from fairgames.train.data import load_splits
+from fairgames.train.data import constraint_holdout, load_splits
 
 
 def _tpr_parity() -> Problem:
@@ -98,6 +98,9 @@ def test_a_step_with_a_heldout_split_makes_no_host_sync(batch_size):
 def test_constraint_split_config_errors(compose_cfg, tmp_path):
     with pytest.raises(ConfigError, match="trainer.constraint_split='test'"):
         validate(compose_cfg("trainer.constraint_split=test"))
+    with pytest.raises(ConfigError, match="trainer.constraint_fraction=0.0"):
+        validate(compose_cfg("trainer.constraint_split=holdout",
+                             "trainer.constraint_fraction=0.0"))
     with pytest.raises(ConfigError, match="gradient θ-player"):
         validate(compose_cfg("trainer.constraint_split=validation", "algorithm=algorithm1"))
     splits = make_synthetic(n=600, d=5, seed=0)
@@ -131,3 +134,51 @@ def test_a_run_on_the_two_dataset_game_logs_validation_violations(train_run):
     expected = sorted(overall - pred[y & (g == k)].mean() - 0.05 for k in np.unique(g))
     logged = sorted(engine.history[-1]["constraints"].values())
     np.testing.assert_allclose(logged, expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- holdout
+def test_the_constraint_holdout_partitions_training_by_group_and_label():
+    train = make_synthetic(n=3000, d=5, group_shift=1.5, seed=0).train
+    theta, held = constraint_holdout(train, "group", 0.3, seed=4)
+    assert len(theta) + len(held) == len(train)
+    assert not set(theta.tolist()) & set(held.tolist())
+    y, g = train.labels.numpy(), train.groups["group"].numpy()
+    for k in np.unique(g):
+        for label in (0, 1):
+            stratum = (g == k) & (y == label)
+            assert abs(stratum[held.numpy()].sum() - 0.3 * stratum.sum()) <= 1
+    again, _ = constraint_holdout(train, "group", 0.3, seed=4)
+    other, _ = constraint_holdout(train, "group", 0.3, seed=5)
+    assert torch.equal(theta, again) and not torch.equal(theta, other)
+    with pytest.raises(ConfigError, match="constraint_fraction=1.0"):
+        constraint_holdout(train, "group", 1.0, seed=0)
+    tiny = train.subset(torch.cat([torch.nonzero(train.groups["group"] == 0)[:, 0],
+                                   torch.nonzero(train.groups["group"] == 1)[:1, 0]]))
+    with pytest.raises(ConfigError, match="have no rows in"):
+        constraint_holdout(tiny, "group", 0.5, seed=0)
+
+
+def test_a_holdout_run_trains_theta_on_the_rest_and_logs_the_holdouts_violations(train_run):
+    result = train_run("holdout", "problem=equal_opportunity",
+                       "trainer.constraint_split=holdout", "trainer.constraint_fraction=0.4",
+                       "trainer.steps=40", "trainer.log_every=40", "trainer.snapshot_every=1",
+                       "trainer.max_snapshots=40", "trainer.snapshot_strategy=uniform_stride")
+    cfg = result.results["config"]
+    train = load_splits(cfg["data"], cfg["seed"]).train
+    theta_rows, held_rows = constraint_holdout(train, "group", 0.4, cfg["seed"])
+    engine = result.engine
+    assert torch.equal(engine.train.features, train.features[theta_rows])
+    assert torch.equal(engine.heldout.features, train.features[held_rows])
+    stacked = engine.snapshots.stacked("cpu")
+    model = copy.deepcopy(result.model).cpu()
+    model.load_state_dict({k: v[-2] for k, v in stacked.items()})   # θ_39
+    held = engine.heldout
+    with torch.no_grad():
+        pred = (model(held.features).reshape(-1) > 0).numpy()
+    y, g = held.labels.numpy() == 1, held.groups["group"].numpy()
+    expected = sorted(pred[y].mean() - pred[y & (g == k)].mean() - 0.05 for k in np.unique(g))
+    np.testing.assert_allclose(sorted(engine.history[-1]["constraints"].values()), expected,
+                               atol=1e-6)
+    # the solutions are still evaluated on the whole training split
+    counts = result.results["solutions"]["final"]["train"]["groups"]
+    assert sum(v["count"] for k, v in counts.items() if k != "overall") == len(train)
