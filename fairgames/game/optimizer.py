@@ -23,6 +23,10 @@ One step (paper 000 Algorithm 2; which payoff each player sees is a per-player s
    then the multipliers from their gain ``∂L/∂λ = A·R + d + B·s + h(s)`` — the TRUE violations
    (no second autograd pass), or their surrogate bound for a surrogate-payoff λ-player.
 
+With :meth:`~ConstrainedOptimizer.record_heldout` between ``lagrangian`` and ``step``, every
+player but θ steps on a held-out batch's true rates instead (Cotter et al. 2019's two-dataset
+game, for constraints that must hold beyond θ's training data).
+
 With AMP pass the ``GradScaler`` to ``step(scaler)`` (then call ``scaler.update()``): when the
 scaler skips θ's step the game's step is skipped too, through the scaler's ``found_inf`` tensor
 in ``torch.where`` (no sync). The scaler itself reads ``found_inf`` on the host unless the

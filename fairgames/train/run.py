@@ -451,6 +451,8 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
                         "baseline_state": base_state}
 
     game_data = _game_data(trainer, splits, baselines, protected, seed)
+    # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
+    steps = _total_steps(trainer, len(game_data["train"]))
     engine = Engine(
         model, copt, protected=protected, steps=steps,
         batch_size=trainer.batch_size, balanced_batches=trainer.balanced_batches, seed=seed,

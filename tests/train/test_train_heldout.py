@@ -5,6 +5,7 @@ not change, no host sync, resume, and clear config errors."""
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -182,3 +183,13 @@ def test_a_holdout_run_trains_theta_on_the_rest_and_logs_the_holdouts_violations
     # the solutions are still evaluated on the whole training split
     counts = result.results["solutions"]["final"]["train"]["groups"]
     assert sum(v["count"] for k, v in counts.items() if k != "overall") == len(train)
+
+
+def test_epochs_count_passes_over_thetas_own_rows(train_run):
+    result = train_run("holdout_epochs", "problem=equal_opportunity",
+                       "trainer.constraint_split=holdout", "trainer.epochs=2",
+                       "trainer.batch_size=256")
+    engine = result.engine
+    whole = len(engine.train) + len(engine.heldout)
+    assert engine.step == 2 * math.ceil(len(engine.train) / 256)
+    assert engine.step < 2 * math.ceil(whole / 256)
