@@ -80,7 +80,10 @@ class Engine:
             (Cotter et al. 2019's two-dataset game,
             :meth:`~fairgames.game.ConstrainedOptimizer.record_heldout`): each step scores it
             without gradients in eval mode — all of it when training is full-batch, else a
-            minibatch of ``batch_size`` rows from its own seeded sampler. ``None``: off.
+            minibatch of ``batch_size`` rows from its own seeded sampler. ``None``: off. The
+            logged constraint values are then the held-out ones, and the last training
+            batch's true values are logged beside them (``constraints_batch``; TensorBoard
+            ``constraint/<name>/batch_value``).
         heldout_baseline_scores: ``[N]`` baseline scores on ``heldout`` (churn problems).
 
     Example:
@@ -269,6 +272,12 @@ class Engine:
             else None
         entry["constraints_surrogate"] = {
             n: _bound(c.expression, leaf_values) for n, c in copt.problem.constraints.items()}
+        if self.heldout is not None:
+            # The game's record is on the held-out data; the gap to the training batch's true
+            # values is what the two-dataset game is for, so it is logged beside it.
+            entry["constraints_batch"] = {
+                n: float(c.expression.evaluate(leaf_values))
+                for n, c in copt.problem.constraints.items()}
         entry["groups"] = group_rates(fields["labels"], fields["groups"][self.protected],
                                       self.train.group_names[self.protected], self.protected,
                                       (scores > 0).double())
@@ -391,6 +400,8 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
         out[f"constraint/{name}/surrogate_value"] = s
         out[f"constraint/{name}/surrogate_violation"] = None if s is None else (
             abs(s) if equality[name] else max(s, 0.0))
+        if "constraints_batch" in entry:
+            out[f"constraint/{name}/batch_value"] = entry["constraints_batch"][name]
     for row, lam in entry["multipliers"].items():
         out[f"multiplier/{row}"] = lam
     for name, v in entry["slacks"].items():

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
@@ -47,15 +48,23 @@ def test_the_logged_violations_are_the_validation_splits():
     model, engine = _engine(splits, heldout=True)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     engine.run()
+    after = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(start)              # θ_0: the model the first step's rates are of
     d_val, d_train = _gap(model, splits.validation), _gap(model, splits.train)
     logged = engine.history[0]["constraints"]
     assert logged["gap_10"] == pytest.approx(d_val - 0.05, abs=1e-6)
     assert logged["gap_01"] == pytest.approx(-d_val - 0.05, abs=1e-6)
+    # beside them, the training batch's (the whole split: full batch) at the logged θ_1
+    model.load_state_dict(after)
+    d_batch = _gap(model, splits.train)
+    assert engine.history[0]["constraints_batch"]["gap_10"] == pytest.approx(d_batch - 0.05,
+                                                                            abs=1e-6)
+    model.load_state_dict(start)
     assert abs(d_val - d_train) > 1e-3        # so the test tells the splits apart
     _, plain = _engine(splits, heldout=False)
     plain.run()
     assert plain.history[0]["constraints"]["gap_10"] == pytest.approx(d_train - 0.05, abs=1e-6)
+    assert "constraints_batch" not in plain.history[0]
 
 
 def test_the_training_minibatches_do_not_depend_on_the_heldout_split():
@@ -117,8 +126,16 @@ def test_a_run_on_the_two_dataset_game_logs_validation_violations(train_run):
     result = train_run("heldout", "problem=equal_opportunity",
                        "trainer.constraint_split=validation", "trainer.steps=60",
                        "trainer.log_every=60", "trainer.snapshot_every=1",
-                       "trainer.max_snapshots=60", "trainer.snapshot_strategy=uniform_stride")
+                       "trainer.max_snapshots=60", "trainer.snapshot_strategy=uniform_stride",
+                       "trainer.tensorboard=true")
     assert result.results["config"]["trainer"]["constraint_split"] == "validation"
+    events = EventAccumulator(str(result.run_dir))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert any(t.endswith("/batch_value") for t in tags)
+    assert len([t for t in tags if t.endswith("/batch_value")]) == len(
+        [t for t in tags if t.startswith("constraint/") and t.endswith("/value")
+         and not t.endswith("batch_value") and not t.endswith("surrogate_value")])
     # The step-60 entry holds the game's record of step 60: the validation split's
     # equal-opportunity violations at θ_59, the snapshot taken after step 59.
     engine = result.engine
