@@ -103,11 +103,10 @@ def constraint_holdout(train: TabularDataset, protected: str, fraction: float, s
     theta, held = random_split(len(train), (1.0 - fraction, fraction), seed=(int(seed), 104729),
                                stratify=strata)
     if codes.dim() == 1:
-        names = train.group_names[protected]
+        names, in_train = train.group_names[protected], set(codes.tolist())
         for part, rows in (("θ's", theta), ("the constraints'", held)):
             present = set(codes[torch.as_tensor(rows)].tolist())
-            empty = [names[k] for k in range(len(names)) if k not in present
-                     and k in set(codes.tolist())]
+            empty = [names[k] for k in sorted(in_train - present)]
             if empty:
                 raise ConfigError(f"trainer.constraint_fraction={fraction}: {protected} group(s) "
                                   f"{empty} have no rows in {part} part of the training split")
