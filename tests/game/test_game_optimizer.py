@@ -163,6 +163,9 @@ def test_a_group_missing_from_a_minibatch_gives_no_nan(synthetic, helpers):
 
 
 def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
+    # "<case>+heldout": the same game, with a held-out batch recorded before every step
+    # (record_heldout, Cotter et al. 2019's two-dataset game).
+    case, heldout = case.removesuffix("+heldout"), case.endswith("+heldout")
     a, b = group("group", "0"), group("group", "1")
     problem = Problem(error_rate(), tpr_parity(0.05))
     options: dict = {}
@@ -189,16 +192,22 @@ def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1, fused=case == "amp")
     copt = ConstrainedOptimizer(problem, opt, **options)
     scaler = torch.amp.GradScaler(device.type, init_scale=4.0) if case == "amp" else None
-    idx = torch.arange(256)
-    x = synthetic.features[idx].to(device)
-    f = helpers.fields(synthetic, idx)
-    f = {"labels": f["labels"].to(device), "groups": {"group": f["groups"]["group"].to(device)},
-         "group_values": f["group_values"]}
+    def rows(idx):
+        f = helpers.fields(synthetic, idx)
+        return synthetic.features[idx].to(device), {
+            "labels": f["labels"].to(device), "groups": {"group": f["groups"]["group"].to(device)},
+            "group_values": f["group_values"]}
+
+    x, f = rows(torch.arange(256))
+    x_held, f_held = rows(torch.arange(256, 640))
 
     def step():
         copt.zero_grad()
         batch = Batch(scores=model(x)[:, 0], **f)
         loss = copt.lagrangian(batch)
+        if heldout:
+            with torch.no_grad():
+                copt.record_heldout(Batch(scores=model(x_held)[:, 0], **f_held))
         if scaler is None:
             loss.backward()
             copt.step()
@@ -215,7 +224,9 @@ def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
 
 
 SYNC_CASES = ["proxy_lagrangian", "lagrangian", "exponentiated_gradient", "algorithm3",
-              "fmeasure_linearized", "gmean_algorithm2", "kld_algorithm2", "nemsis_ftl", "amp"]
+              "fmeasure_linearized", "gmean_algorithm2", "kld_algorithm2", "nemsis_ftl", "amp",
+              "proxy_lagrangian+heldout", "algorithm3+heldout", "kld_algorithm2+heldout",
+              "amp+heldout"]
 
 
 @pytest.mark.parametrize("case", SYNC_CASES)
