@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from fairgames.data import MinibatchSampler, TabularDataset
 from fairgames.game import BestResponsePlayer, ConstrainedOptimizer
 from fairgames.game.solutions import SnapshotRecorder
-from fairgames.rates import Batch
+from fairgames.rates import Batch, EmptySubsetError
 
 from .checkpoint import CHECKPOINT_NAME, save_atomic
 from .evaluation import group_rates
@@ -153,6 +153,8 @@ class Engine:
         self._full_fields = self._fields(None) if self.full_batch else None
         self._heldout_full = (self._heldout_fields(None)
                               if heldout is not None and self.heldout_sampler is None else None)
+        if heldout is not None:
+            self._check_heldout()
         self._last: tuple[torch.Tensor, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ one step
@@ -163,6 +165,19 @@ class Engine:
         assert self.heldout is not None
         return _batch_fields(self.heldout, index, self.heldout_baseline_scores,
                              self.heldout_sampler)
+
+    def _check_heldout(self) -> None:
+        """Refuse, before any step, a held-out split on which a rate of the problem has no
+        example (e.g. no positive of a group): the game would play on running estimates."""
+        assert self.heldout is not None
+        ds = self.heldout
+        zeros = torch.zeros(len(ds), device=ds.features.device)
+        try:
+            self.copt.problem.make_evaluator().to(ds.features.device).evaluate_split(
+                [Batch(scores=zeros, **self._heldout_fields(None))])
+        except EmptySubsetError as e:
+            raise ValueError(f"the held-out split ({len(ds)} rows) cannot measure the "
+                             f"constraints: {e}") from e
 
     def _record_heldout(self) -> None:
         """Score the held-out split (or a minibatch of it) at the current θ, without

@@ -5,6 +5,7 @@ not change, no host sync, resume, and clear config errors."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -210,3 +211,17 @@ def test_epochs_count_passes_over_thetas_own_rows(train_run):
     whole = len(engine.train) + len(engine.heldout)
     assert engine.step == 2 * math.ceil(len(engine.train) / 256)
     assert engine.step < 2 * math.ceil(whole / 256)
+
+
+def test_a_heldout_split_that_cannot_measure_a_rate_is_refused_before_training():
+    splits = make_synthetic(n=1200, d=5, seed=0)
+    val = splits.validation
+    # no positive of group 1 on validation: its TPR has no example there
+    labels = val.labels.clone()
+    labels[val.groups["group"] == 1] = 0.0
+    no_positives = dataclasses.replace(val, labels=labels)
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="held-out split .* cannot measure the constraints: "
+                                         "no example"):
+        Engine(model, copt, splits.train, protected="group", steps=1, heldout=no_positives)
