@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
-def _engine(problem: str, batch_size: int | None, optimizer: str) -> Engine:
+def _engine(problem: str, batch_size: int | None, optimizer: str, heldout: bool = False
+            ) -> Engine:
     splits = make_synthetic(n=3000, d=8, seed=0).to("cuda")
     built = load_problem(problem).build("group", splits.train.group_names, None,
                                         splits.train.group_counts("group"))
@@ -27,13 +28,16 @@ def _engine(problem: str, batch_size: int | None, optimizer: str) -> Engine:
            else torch.optim.Adam(model.parameters(), lr=0.01))
     copt = ConstrainedOptimizer(Problem(built.objective, built.constraints), opt)
     return Engine(model, copt, splits.train, protected="group", steps=100,
-                  batch_size=batch_size, log_every=1000, snapshot_every=2, max_snapshots=4)
+                  batch_size=batch_size, log_every=1000, snapshot_every=2, max_snapshots=4,
+                  heldout=splits.validation if heldout else None)
 
 
-@pytest.mark.parametrize("problem, batch_size", [("equal_opportunity", None),
-                                                 ("fmeasure_parity", 256), ("kld", 256)])
-def test_steps_on_cuda_make_no_sync(problem, batch_size):
-    engine = _engine(problem, batch_size, "sgd")
+@pytest.mark.parametrize("problem, batch_size, heldout", [
+    ("equal_opportunity", None, False), ("fmeasure_parity", 256, False), ("kld", 256, False),
+    # the two-dataset game: the validation split scored at every step, whole or minibatched
+    ("equal_opportunity", None, True), ("fmeasure_parity", 256, True)])
+def test_steps_on_cuda_make_no_sync(problem, batch_size, heldout):
+    engine = _engine(problem, batch_size, "sgd", heldout)
     engine.train_step()
     torch.cuda.synchronize()
     with no_host_sync():                 # dispatch guard + CUDA sync debug mode "error"
