@@ -1,6 +1,7 @@
-"""``trainer.constraint_split=validation`` (Cotter et al. 2019's two-dataset game in the
-engine): the game's logged violations are the validation split's (numpy), θ's minibatches do
-not change, no host sync, resume, and clear config errors."""
+"""``trainer.constraint_split=validation|holdout`` (Cotter et al. 2019's two-dataset game in
+the engine): the game's logged violations are the held-out data's (numpy), θ's minibatches do
+not change, no host sync, the stratified holdout, epochs, and clear errors (resume: the
+``minibatch-heldout`` case of ``test_train_engine.py``)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def test_the_training_minibatches_do_not_depend_on_the_heldout_split():
         drawn.append(seen)
         if heldout:
             assert engine.heldout_sampler is not None
+    assert len(drawn[0]) == 5
     assert all(torch.equal(a, b) for a, b in zip(*drawn, strict=True))
 
 
