@@ -47,6 +47,7 @@ from fairgames.game.solutions import SnapshotRecorder
 from fairgames.rates import Batch, EmptySubsetError
 
 from .checkpoint import CHECKPOINT_NAME, save_atomic
+from .data import predict_scores
 from .evaluation import group_rates
 from .logger import RunLogger
 
@@ -189,14 +190,8 @@ class Engine:
         else:
             index = next(self.heldout_sampler)
             x, fields = self.heldout.features[index], self._heldout_fields(index)
-        was = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            scores = self.model(x)
-            if scores.dim() == 2 and scores.shape[1] == 1:
-                scores = scores[:, 0]
-            self.copt.record_heldout(Batch(scores=scores, **fields))
-        self.model.train(was)
+        scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
+        self.copt.record_heldout(Batch(scores=scores, **fields))
 
     def train_step(self) -> None:
         """One game step (no host-device sync)."""
