@@ -17,6 +17,7 @@ There is no goal; the tables back the COCO paragraph of ``docs/reproduce_000.md`
 hand (not in CI), after the Table 3 cells exist::
 
     python benchmarks/coco_trace_000.py                 # → results/coco_trace_000.{md,json}
+    python benchmarks/coco_trace_000.py --quick         # seconds; coco_trace_000.quick.*
     python benchmarks/coco_trace_000.py --datasets compas --splits 1 --rounds 5 20 --out /tmp/x
 """
 
@@ -159,7 +160,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=rep.RESULTS,
                     help="folder for coco_trace_000.{md,json}")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: COMPAS, 1 split, λ rate 5, 5 and 20 rounds; writes "
+                         "coco_trace_000.quick.{md,json}")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.datasets, a.splits, a.lrs, a.rounds = ["compas"], 1, [5.0], [5, 20]
+    stem = "coco_trace_000.quick" if a.quick else "coco_trace_000"
     if a.splits < 1 or any(r < 1 for r in a.rounds) or any(lr <= 0 for lr in a.lrs):
         ap.error("--splits and --rounds must be >= 1 and --lrs positive")
     jobs = [(ds, s, str(a.cells), a.lrs, a.rounds) for ds in a.datasets
@@ -175,14 +182,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{r['dataset']} split {r['split']}: {r['wall_s']:.0f}s", flush=True)
     md = tabulate(results, a.lrs, a.rounds)
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "coco_trace_000.md").write_text(md + "\n")
+    (a.out / f"{stem}.md").write_text(md + "\n")
     cells = a.cells.resolve()
     payload = {"config": {"datasets": a.datasets, "splits": a.splits, "lrs": a.lrs,
                           "rounds": a.rounds,
                           "cells": str(cells.relative_to(rep.ROOT)
                                        if cells.is_relative_to(rep.ROOT) else cells)},
                "results": results}
-    (a.out / "coco_trace_000.json").write_text(json.dumps(payload, indent=1))
+    (a.out / f"{stem}.json").write_text(json.dumps(payload, indent=1))
     print(md)
     return payload
 

@@ -63,3 +63,11 @@ def test_a_missing_cell_is_named(trace, tmp_path):
     with pytest.raises(SystemExit, match="missing Table 3 cell .*baselines_compas_s0"):
         trace.main(["--datasets", "compas", "--splits", "1", "--cells", str(tmp_path),
                     "--out", str(tmp_path)])
+
+
+def test_quick_never_overwrites_the_committed_trace(trace, tmp_path):
+    out = trace.main(["--quick", "--jobs", "1", "--out", str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["coco_trace_000.quick.json",
+                                                         "coco_trace_000.quick.md"]
+    assert out["config"]["datasets"] == ["compas"] and out["config"]["rounds"] == [5, 20]
+    assert out["config"]["cells"] == "benchmarks/results/reproduce_000.cells"
