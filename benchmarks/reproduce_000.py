@@ -102,7 +102,7 @@ LP_KINDS = ("kld_lp", "f1_lp")    # runs whose stochastic model is the LP mixtur
 # What a saved engine cell must share with this invocation (a cell key names none of them).
 PROTOCOL_KEYS = ("trainer.steps", "trainer.selection_split", "optimizer",
                  "optimizer.weight_decay", "algorithm.multiplier_optimizer", "data.split",
-                 "trainer.constraint_split")
+                 "trainer.constraint_split", "trainer.constraint_fraction")
 
 
 # --------------------------------------------------------------------------- cells
@@ -122,7 +122,8 @@ def cell_key(cell: dict[str, Any]) -> str:
 def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
               selection: str = "validation", optimizer: str = "sgd",
               lambda_optimizer: str = "ogd", data_split: str = "default",
-              weight_decay: float = 0.0, constraint_split: str = "train") -> list[str]:
+              weight_decay: float = 0.0, constraint_split: str = "train",
+              constraint_fraction: float = 0.5) -> list[str]:
     """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
     snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
     ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
@@ -131,8 +132,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
     of all rows instead of adult.data / adult.test); ``weight_decay``: the θ optimizer's L2
     penalty (the paper: none); ``constraint_split``: where the multipliers and slacks of a
     constrained run see the constraints (``train``: the paper's game; ``validation``: Cotter
-    et al. 2019's two-dataset game; ``holdout``: the same on half of the training rows,
-    ``trainer.constraint_split``)."""
+    et al. 2019's two-dataset game; ``holdout``: the same on a ``constraint_fraction``
+    share of the training rows, ``trainer.constraint_split``, ``trainer.constraint_fraction``)."""
     attr, prot = PROTECTED[cell["dataset"]]
     out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
            f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
@@ -148,6 +149,8 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
         out.append(f"optimizer.weight_decay={weight_decay!r}")
     if constraint_split != "train" and cell["kind"] != "unc":
         out.append(f"trainer.constraint_split={constraint_split}")
+        if constraint_split == "holdout" and constraint_fraction != 0.5:
+            out.append(f"trainer.constraint_fraction={constraint_fraction!r}")
     kind = cell["kind"]
     if kind == "unc":
         out += ["problem=error", "algorithm=lagrangian"]
@@ -178,7 +181,8 @@ def protocol_overrides(cell: dict[str, Any], args: dict[str, Any], unc_error: fl
     return overrides(cell, args["steps"], unc_error, args.get("selection", "validation"),
                      args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
                      args.get("data_split", "default"), args.get("weight_decay", 0.0),
-                     args.get("constraint_split", "train"))
+                     args.get("constraint_split", "train"),
+                     args.get("constraint_fraction", 0.5))
 
 
 def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float | None
@@ -742,6 +746,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "al. 2019's two-dataset game; validation then also chooses the "
                              "learning rates, and only test is untouched); holdout (the same "
                              "game on half of the training rows, which θ does not train on)")
+    parser.add_argument("--constraint-fraction", type=float, default=None,
+                        help="with --constraint-split holdout: the share of the training rows "
+                             "held out for the multipliers (trainer.constraint_fraction; "
+                             "default 0.5)")
     parser.add_argument("--grid-rule", choices=("feasible_first", "rank"),
                         default="feasible_first",
                         help="how the learning rates of Tables 3 and 4 are chosen on "
@@ -755,6 +763,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--tables-only", action="store_true",
                         help="write the tables from the cells already done; run nothing")
     a = parser.parse_args(argv)
+    if a.constraint_fraction is not None and a.constraint_split != "holdout":
+        parser.error("--constraint-fraction needs --constraint-split holdout")
+    if a.constraint_fraction is not None and not 0.0 < a.constraint_fraction < 1.0:
+        parser.error(f"--constraint-fraction must be in (0, 1), got {a.constraint_fraction}")
     quick = a.quick
     args: dict[str, Any] = {
         "datasets": a.datasets,
@@ -770,6 +782,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "data_split": a.data_split,
         "weight_decay": a.theta_weight_decay,
         "constraint_split": a.constraint_split,
+        "constraint_fraction": 0.5 if a.constraint_fraction is None else a.constraint_fraction,
         "grid_rule": a.grid_rule,
     }
     args["ablation_splits"] = min(a.ablation_splits or args["splits"], args["splits"])
@@ -803,6 +816,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "theta_optimizer": f"{args['optimizer']}, full batch",
         "theta_weight_decay": args["weight_decay"],
         "constraint_split": args["constraint_split"],
+        "constraint_fraction": (args["constraint_fraction"]
+                                if args["constraint_split"] == "holdout" else None),
         "lambda_optimizer": args["lambda_optimizer"],
         "surrogate": "hinge", "snapshots": "every 10 steps, all kept (uniform_stride)",
         "selection": f"snapshots compared on the {args['selection']} split (best iterate: "

@@ -66,6 +66,32 @@ def test_overrides_compose(rep, kind):
         assert rep.cell_key(cell) == "ablation_crime_s2_spade_sigmoid_th0.1_la1"
 
 
+def test_constraint_fraction_composes_and_is_checked(rep, capsys):
+    from hydra import compose, initialize_config_dir
+
+    import fairgames.train.config  # noqa: F401
+    from fairgames.train import validate
+
+    cell = {"kind": "f1_lp", "dataset": "crime", "split": 0, "algorithm": "algorithm3",
+            "theta_lr": 0.1, "lambda_lr": 1.0}
+    ov = rep.overrides(cell, 100, None, "train", "adam", "ogd", "default", 0.0, "holdout",
+                       0.25)
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=ov)
+    validate(cfg)
+    assert cfg.trainer.constraint_split == "holdout"
+    assert cfg.trainer.constraint_fraction == 0.25
+    # the default share adds no override (cells run before the flag existed stay valid)
+    assert not any("constraint_fraction" in o for o in rep.overrides(
+        cell, 100, None, "train", "adam", "ogd", "default", 0.0, "holdout", 0.5))
+    for argv, message in ((["--constraint-fraction", "0.3"], "needs --constraint-split"),
+                          (["--constraint-split", "holdout", "--constraint-fraction", "1"],
+                           "must be in (0, 1), got 1.0")):
+        with pytest.raises(SystemExit):
+            rep.main(argv)
+        assert message in capsys.readouterr().err
+
+
 def test_protected_groups_give_unconstrained_violations_of_the_papers_sign(rep):
     """Table 4's protected groups: in the committed results UncError's test violation
     F_other − F_prot − 0.02 has the sign of the paper's on every data set (Crime with
@@ -137,6 +163,15 @@ def test_a_saved_cell_run_with_another_protocol_is_refused(rep, tmp_path):
     with pytest.raises(ValueError, match="trainer.constraint_split=None, this invocation "
                                          "asks for trainer.constraint_split=validation"):
         rep.load_cell({**args, "constraint_split": "validation"}, cell)
+    # nor a holdout cell of one share a cell of another
+    holdout = {**args, "constraint_split": "holdout"}
+    (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(
+        {"cell": cell, "overrides": rep.protocol_overrides(cell, holdout, 0.2)}))
+    assert rep.load_cell({**holdout, "constraint_fraction": 0.5}, cell) is not None
+    with pytest.raises(ValueError, match="trainer.constraint_fraction=None, this invocation "
+                                         "asks for trainer.constraint_fraction=0.25"):
+        rep.load_cell({**holdout, "constraint_fraction": 0.25}, cell)
+    (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(saved))
     unc = {"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.1}   # no λ to step
     (tmp_path / f"{rep.cell_key(unc)}.json").write_text(json.dumps(
         {"cell": unc, "overrides": rep.overrides(unc, 1500, None, "train", "sgd")}))
