@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -302,27 +303,35 @@ def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
     return max(1, math.ceil(trainer.epochs * per_epoch))
 
 
+HOLDOUT_ROWS_FILE = "constraint_holdout.json"
+
+
 def _game_data(trainer: TrainerConfig, splits: DatasetSplits,
                baselines: Mapping[str, torch.Tensor] | None, protected: str, seed: int
-               ) -> dict[str, Any]:
+               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The engine's data for ``trainer.constraint_split``: θ's training rows and their baseline
-    scores, and the held-out rows the multipliers play on (none for ``train``)."""
+    scores, and the held-out rows the multipliers play on (none for ``train``); with
+    ``holdout`` also the two row sets (indices into the training split) for the run's
+    record."""
     train = splits.train
     base = baselines["train"] if baselines else None
     split = trainer.constraint_split
     if split == "train":
-        return {"train": train, "baseline_scores": base}
+        return {"train": train, "baseline_scores": base}, None
     if split == "validation":
-        return {"train": train, "baseline_scores": base, "heldout": splits.validation,
-                "heldout_baseline_scores": baselines["validation"] if baselines else None}
+        return ({"train": train, "baseline_scores": base, "heldout": splits.validation,
+                 "heldout_baseline_scores": baselines["validation"] if baselines else None},
+                None)
     theta_rows, held_rows = constraint_holdout(train, protected, trainer.constraint_fraction,
                                                seed)
+    rows = {"theta_rows": theta_rows.tolist(), "heldout_rows": held_rows.tolist()}
     theta_rows, held_rows = theta_rows.to(train.features.device), held_rows.to(
         train.features.device)
-    return {"train": train.subset(theta_rows),
-            "baseline_scores": base[theta_rows] if base is not None else None,
-            "heldout": train.subset(held_rows),
-            "heldout_baseline_scores": base[held_rows] if base is not None else None}
+    return ({"train": train.subset(theta_rows),
+             "baseline_scores": base[theta_rows] if base is not None else None,
+             "heldout": train.subset(held_rows),
+             "heldout_baseline_scores": base[held_rows] if base is not None else None},
+            rows)
 
 
 def _diff_config(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -450,7 +459,13 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         state["run"] = {"config": config, "unconstrained": values,
                         "baseline_state": base_state}
 
-    game_data = _game_data(trainer, splits, baselines, protected, seed)
+    game_data, holdout_rows = _game_data(trainer, splits, baselines, protected, seed)
+    if holdout_rows is not None and run_dir is not None:
+        # which training rows θ fits and which the multipliers see (recomputable from the
+        # seed, but a reader of the run should not have to)
+        (run_dir / HOLDOUT_ROWS_FILE).write_text(json.dumps(
+            {"indices_into": "train", "fraction": trainer.constraint_fraction,
+             **holdout_rows}, separators=(",", ":")) + "\n")
     # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
     steps = _total_steps(trainer, len(game_data["train"]))
     engine = Engine(
@@ -490,6 +505,11 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
             **choice,
             "unconstrained": unconstrained,
             "baseline": baseline_info,
+            "constraint_data": {
+                "split": trainer.constraint_split,
+                "theta_rows": len(game_data["train"]),
+                "heldout_rows": len(game_data["heldout"]) if "heldout" in game_data else 0,
+                "rows_file": HOLDOUT_ROWS_FILE if holdout_rows is not None else None},
             "problem": {"constraints": list(problem.constraint_names),
                         "multiplier_rows": unique_names(copt.terms.row_names),
                         "slacks": unique_names(copt.terms.slack_names)},

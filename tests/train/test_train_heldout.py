@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -132,6 +133,12 @@ def test_a_run_on_the_two_dataset_game_logs_validation_violations(train_run):
                        "trainer.max_snapshots=60", "trainer.snapshot_strategy=uniform_stride",
                        "trainer.tensorboard=true")
     assert result.results["config"]["trainer"]["constraint_split"] == "validation"
+    cfg = result.results["config"]
+    splits = load_splits(cfg["data"], cfg["seed"])
+    assert result.results["training"]["constraint_data"] == {
+        "split": "validation", "theta_rows": len(splits.train),
+        "heldout_rows": len(splits.validation), "rows_file": None}
+    assert not (result.run_dir / "constraint_holdout.json").exists()
     events = EventAccumulator(str(result.run_dir))
     events.Reload()
     tags = events.Tags()["scalars"]
@@ -190,6 +197,14 @@ def test_a_holdout_run_trains_theta_on_the_rest_and_logs_the_holdouts_violations
     engine = result.engine
     assert torch.equal(engine.train.features, train.features[theta_rows])
     assert torch.equal(engine.heldout.features, train.features[held_rows])
+    # the run records both row sets: counts in results.json, indices in the run directory
+    record = result.results["training"]["constraint_data"]
+    assert record == {"split": "holdout", "theta_rows": len(theta_rows),
+                      "heldout_rows": len(held_rows), "rows_file": "constraint_holdout.json"}
+    saved = json.loads((result.run_dir / record["rows_file"]).read_text())
+    assert saved["theta_rows"] == theta_rows.tolist()
+    assert saved["heldout_rows"] == held_rows.tolist()
+    assert saved["indices_into"] == "train" and saved["fraction"] == 0.4
     stacked = engine.snapshots.stacked("cpu")
     model = copy.deepcopy(result.model).cpu()
     model.load_state_dict({k: v[-2] for k, v in stacked.items()})   # θ_39
