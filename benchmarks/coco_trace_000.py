@@ -145,8 +145,27 @@ def tabulate(results: list[dict[str, Any]], lrs: list[float], rounds: list[int])
             cells = [entry([p for r in rows for p in r["grid"]
                             if p["multiplier_lr"] == lr and p["rounds"] == k]) for k in rounds]
             lines.append(f"| {lr:g} | " + " | ".join(cells) + " |")
+        # the committed column's rule at every number of rounds: per split, the λ rate whose
+        # COCO is best on validation (feasible first), among the committed grid's rates and
+        # among all the rates run
+        committed = [lr for lr in lrs if lr in rep.COCO_LRS]
+        for label, allowed in (("chosen on validation from the committed rates", committed),
+                               ("chosen on validation from all rates", lrs)):
+            if not allowed or (allowed is lrs and lrs == committed):
+                continue
+            cells = [entry([chosen(r, k, allowed) for r in rows]) for k in rounds]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def chosen(result: dict[str, Any], rounds: int, lrs: list[float]) -> dict[str, float]:
+    """The grid point of one split that Table 3's rule picks among ``lrs`` at ``rounds``."""
+    from fairgames.game.solutions import best_iterate
+
+    points = [p for p in result["grid"] if p["rounds"] == rounds and p["multiplier_lr"] in lrs]
+    return points[best_iterate([p["validation_kld"] for p in points],
+                               [[p["validation_gap"]] for p in points])]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -160,6 +179,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=rep.RESULTS,
                     help="folder for coco_trace_000.{md,json}")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="rewrite the markdown from the saved JSON in --out; fit nothing")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: COMPAS, 1 split, λ rate 5, 5 and 20 rounds; writes "
                          "coco_trace_000.quick.{md,json}")
@@ -167,6 +188,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.quick:
         a.datasets, a.splits, a.lrs, a.rounds = ["compas"], 1, [5.0], [5, 20]
     stem = "coco_trace_000.quick" if a.quick else "coco_trace_000"
+    if a.tables_only:
+        saved = a.out / f"{stem}.json"
+        if not saved.exists():
+            ap.error(f"--tables-only: no {saved}")
+        payload = json.loads(saved.read_text())
+        c = payload["config"]
+        md = tabulate(payload["results"], c["lrs"], c["rounds"])
+        (a.out / f"{stem}.md").write_text(md + "\n")
+        print(md)
+        return payload
     if a.splits < 1 or any(r < 1 for r in a.rounds) or any(lr <= 0 for lr in a.lrs):
         ap.error("--splits and --rounds must be >= 1 and --lrs positive")
     jobs = [(ds, s, str(a.cells), a.lrs, a.rounds) for ds in a.datasets

@@ -57,6 +57,13 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
     md = (tmp_path / "coco_trace_000.md").read_text()
     assert "## compas (1 split(s))" in md and f"| {lr:g} | " in md
     assert "| λ rate | 1 rounds | 200 rounds |" in md
+    # Table 3's rule over the rates run gives the committed column back at 200 rounds
+    (row,) = [line for line in md.splitlines() if line.startswith("| chosen on validation")]
+    assert row.split(" | ")[-1].startswith(f"{kld:.3f} (")
+    # the markdown is a function of the saved JSON
+    (tmp_path / "coco_trace_000.md").unlink()
+    trace.main(["--tables-only", "--out", str(tmp_path)])
+    assert (tmp_path / "coco_trace_000.md").read_text() == md
 
 
 def test_a_missing_cell_is_named(trace, tmp_path):
