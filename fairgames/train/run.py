@@ -77,6 +77,8 @@ from .report import (
 )
 from .solutions import evaluate_solutions
 
+# A holdout run's two row sets (θ's and the multipliers'), in its run directory.
+HOLDOUT_ROWS_FILE = "constraint_holdout.json"
 # Keys a resumed run may change without invalidating its checkpoint.
 RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
                "trainer.epochs", "trainer.plots", "trainer.tensorboard", "run_dir"}
@@ -303,9 +305,6 @@ def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
     return max(1, math.ceil(trainer.epochs * per_epoch))
 
 
-HOLDOUT_ROWS_FILE = "constraint_holdout.json"
-
-
 def _game_data(trainer: TrainerConfig, splits: DatasetSplits,
                baselines: Mapping[str, torch.Tensor] | None, protected: str, seed: int
                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -509,7 +508,8 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
                 "split": trainer.constraint_split,
                 "theta_rows": len(game_data["train"]),
                 "heldout_rows": len(game_data["heldout"]) if "heldout" in game_data else 0,
-                "rows_file": HOLDOUT_ROWS_FILE if holdout_rows is not None else None},
+                "rows_file": (HOLDOUT_ROWS_FILE
+                              if holdout_rows is not None and run_dir is not None else None)},
             "problem": {"constraints": list(problem.constraint_names),
                         "multiplier_rows": unique_names(copt.terms.row_names),
                         "slacks": unique_names(copt.terms.slack_names)},
