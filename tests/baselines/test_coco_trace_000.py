@@ -34,7 +34,8 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
     cell = json.loads((CELLS / "baselines_compas_s0.json").read_text())
     lr = cell["COCO"]["multiplier_lr"]
     out = trace.main(["--datasets", "compas", "--splits", "1", "--lrs", str(lr),
-                      "--rounds", "1", "200", "--jobs", "1", "--out", str(tmp_path)])
+                      "--rounds", "1", "200", "--plugin-l2s", "0.0001", "--jobs", "1",
+                      "--out", str(tmp_path)])
     (result,) = out["results"]
     by_rounds = {p["rounds"]: p for p in result["grid"]}
     # 200 rounds at the chosen rate is the committed cell's COCO, to the last digits
@@ -52,6 +53,10 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
     y = splits.train.labels.numpy()
     assert result["plugin"]["train_gap"] == pytest.approx(
         np.mean((eta > 0.5) != (y > 0.5)) - cell["bound"], abs=1e-12)
+    # the plug-in of a logistic η with the cells' own L2 penalty is COCO's first iterate
+    (same,) = result["plugin_l2"]
+    assert same["l2"] == 1e-4 and same["test_kld"] == pytest.approx(
+        result["plugin"]["test_kld"], rel=1e-9)
     # one round moves off the plug-in classifier (COCO's first Frank-Wolfe steps minimise KLD)
     assert by_rounds[1]["train_kld"] < result["plugin"]["train_kld"]
     md = (tmp_path / "coco_trace_000.md").read_text()
