@@ -9,9 +9,12 @@ error, read from the committed Table 3 cells) over a grid of λ rates × rounds 
 * the plug-in classifier ``η > 1/2``, COCO's first iterate (and the limit of its path when the
   error bound holds λ up);
 * every (λ rate, rounds) point: test KLD sum (test error / UncError's test error) and the
-  training error minus the bound (COCO's own constraint; > 0: infeasible where it is fitted);
+  training error minus the bound (COCO's own constraint; > 0: infeasible where it is fitted),
+  and the point Table 3's rule picks on validation at each number of rounds;
 * PostShift of the same cells on training, a classifier of the same family (group thresholds
-  on η) whose KLD shows what COCO's problem can reach under its bound.
+  on η) whose KLD shows what COCO's problem can reach under its bound;
+* the plug-in classifiers of logistic η fitted with other L2 penalties (``--plugin-l2s``):
+  how low a test error any unconstrained plug-in of this family reaches.
 
 There is no goal; the tables back the COCO paragraph of ``docs/reproduce_000.md``. Run by
 hand (not in CI), after the Table 3 cells exist::
