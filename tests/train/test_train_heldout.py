@@ -242,3 +242,11 @@ def test_a_heldout_split_that_cannot_measure_a_rate_is_refused_before_training()
     with pytest.raises(ValueError, match="held-out split .* cannot measure the constraints: "
                                          "no example"):
         Engine(model, copt, splits.train, protected="group", steps=1, heldout=no_positives)
+
+
+def test_the_plain_game_records_that_the_multipliers_played_on_thetas_rows(eo_run):
+    cfg = eo_run.results["config"]
+    train = load_splits(cfg["data"], cfg["seed"]).train
+    assert eo_run.results["training"]["constraint_data"] == {
+        "split": "train", "theta_rows": len(train), "heldout_rows": 0, "rows_file": None}
+    assert not (eo_run.run_dir / "constraint_holdout.json").exists()
