@@ -84,9 +84,8 @@ def trace_split(job: tuple[str, int, str, list[float], list[int], list[float]]
     def objective(c):
         return sum(kld(p_train, c.positive_rate(j)) for j in range(n_groups))
 
-    def summary(positive_of) -> dict[str, float]:
-        g = {n: rep.metrics_of(ds, positive_of(n, ds), attr)["groups"]
-             for n, ds in splits.items()}
+    def figures(g: dict[str, Any]) -> dict[str, float]:
+        """The trace's numbers of one classifier from its per-split group tables."""
         return {"test_kld": rep.kld_sum(g["test"]),
                 "test_ratio": g["test"]["overall"]["error"] / unc_test_error,
                 "train_kld": rep.kld_sum(g["train"]),
@@ -94,16 +93,15 @@ def trace_split(job: tuple[str, int, str, list[float], list[int], list[float]]
                 "validation_kld": rep.kld_sum(g["validation"]),
                 "validation_gap": g["validation"]["overall"]["error"] - bound}
 
+    def summary(positive_of) -> dict[str, float]:
+        return figures({n: rep.metrics_of(ds, positive_of(n, ds), attr)["groups"]
+                        for n, ds in splits.items()})
+
     out: dict[str, Any] = {
         "dataset": dataset, "split": split, "bound": bound,
         "plugin": summary(lambda n, ds: (eta[n] > 0.5).double()),
         "plugin_l2": [],
-        "postshift": {"test_kld": rep.kld_sum(base["PostShift"]["test"]["groups"]),
-                      "test_ratio": base["PostShift"]["test"]["groups"]["overall"]["error"]
-                      / unc_test_error,
-                      "train_kld": rep.kld_sum(base["PostShift"]["train"]["groups"]),
-                      "train_gap": base["PostShift"]["train"]["groups"]["overall"]["error"]
-                      - bound},
+        "postshift": figures({n: base["PostShift"][n]["groups"] for n, _ in splits.items()}),
         "table_coco_lr": base["COCO"]["multiplier_lr"], "grid": []}
     for l2 in plugin_l2s:
         other = LogisticRegression(l2=l2, max_iter=500).fit(tr.features, tr.labels)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,6 +32,10 @@ from fairgames.train.data import constraint_holdout, load_splits
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
+from step_overhead import timed  # noqa: E402  (median ms per step of interleaved blocks)
+
 SPLITS = ("train", "validation", "holdout")
 
 
@@ -58,20 +61,6 @@ def _engine(splits, protected: str, model_name: str, batch_size: int | None,
                   log_every=10**9, snapshot_every=10**9, heldout=heldout)
 
 
-def _ms_per_step(engine: Engine, steps: int, repeats: int) -> float:
-    """Median over ``repeats`` blocks of ``steps`` steps, in ms per step (after a warm-up)."""
-    for _ in range(5):
-        engine.train_step()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            engine.train_step()
-        times.append((time.perf_counter() - t0) / steps * 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -92,16 +81,17 @@ def main(argv: list[str] | None = None) -> dict:
     for model_name in ("linear", "mlp"):
         for batch_size in (None, 1024):
             row = {"model": model_name, "batch": "full" if batch_size is None else batch_size}
-            for split in SPLITS:
-                engine = _engine(splits, protected, model_name, batch_size, split)
-                row[split] = _ms_per_step(engine, steps, repeats)
+            # the three columns' blocks interleaved (step_overhead.timed), so that a slow
+            # phase of a shared machine weighs on each alike
+            columns = {split: _engine(splits, protected, model_name, batch_size,
+                                      split).train_step for split in SPLITS}
+            row.update(timed(columns, torch.device("cpu"), steps, repeats))
             rows.append(row)
-    sys.path.insert(0, str(HERE))
-    from rates_eval import machine  # the benchmarks' shared machine record
 
     result = {"data": data, "rows_train": len(splits.train),
               "rows_validation": len(splits.validation), "features": splits.train.num_features,
-              "problem": "fmeasure_parity, algorithm3", "unit": "ms per step (median block)",
+              "problem": "fmeasure_parity, algorithm3",
+              "unit": "ms per step (median of interleaved blocks)",
               "machine": machine(torch.device("cpu"), a.threads), "table": rows}
     print(f"{data}: {len(splits.train)} training rows, {len(splits.validation)} validation "
           f"rows; ms per step (constraint_split = train / validation / holdout)")

@@ -66,6 +66,9 @@ PROTECTED = {"compas": ("sex", "Female"), "crime": ("black", "low"),
 PAPER_GRID = (0.001, 0.01, 0.1, 1.0)
 COCO_LRS = (1.0, 5.0, 20.0)
 TOL_KLD, TOL_F1 = 1.1, 0.02
+# trainer.constraint_fraction's default (TrainerConfig; not imported: spawned workers keep
+# fairgames out of this module's import); a cell at it carries no override
+DEFAULT_CONSTRAINT_FRACTION = 0.5
 
 # Paper 000, Tables 3 and 4 (see /work/shared/notes/paper-000-three-players.md).
 PAPER_T3 = {  # data: {column: (KLD sum, error ratio)}
@@ -123,7 +126,7 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
               selection: str = "validation", optimizer: str = "sgd",
               lambda_optimizer: str = "ogd", data_split: str = "default",
               weight_decay: float = 0.0, constraint_split: str = "train",
-              constraint_fraction: float = 0.5) -> list[str]:
+              constraint_fraction: float = DEFAULT_CONSTRAINT_FRACTION) -> list[str]:
     """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
     snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
     ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
@@ -149,7 +152,7 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
         out.append(f"optimizer.weight_decay={weight_decay!r}")
     if constraint_split != "train" and cell["kind"] != "unc":
         out.append(f"trainer.constraint_split={constraint_split}")
-        if constraint_split == "holdout" and constraint_fraction != 0.5:
+        if constraint_split == "holdout" and constraint_fraction != DEFAULT_CONSTRAINT_FRACTION:
             out.append(f"trainer.constraint_fraction={constraint_fraction!r}")
     kind = cell["kind"]
     if kind == "unc":
@@ -182,7 +185,7 @@ def protocol_overrides(cell: dict[str, Any], args: dict[str, Any], unc_error: fl
                      args.get("optimizer", "sgd"), args.get("lambda_optimizer", "ogd"),
                      args.get("data_split", "default"), args.get("weight_decay", 0.0),
                      args.get("constraint_split", "train"),
-                     args.get("constraint_fraction", 0.5))
+                     args.get("constraint_fraction", DEFAULT_CONSTRAINT_FRACTION))
 
 
 def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float | None
@@ -782,7 +785,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "data_split": a.data_split,
         "weight_decay": a.theta_weight_decay,
         "constraint_split": a.constraint_split,
-        "constraint_fraction": 0.5 if a.constraint_fraction is None else a.constraint_fraction,
+        "constraint_fraction": (DEFAULT_CONSTRAINT_FRACTION if a.constraint_fraction is None
+                                else a.constraint_fraction),
         "grid_rule": a.grid_rule,
     }
     args["ablation_splits"] = min(a.ablation_splits or args["splits"], args["splits"])

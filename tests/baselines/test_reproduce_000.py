@@ -81,6 +81,10 @@ def test_constraint_fraction_composes_and_is_checked(rep, capsys):
     validate(cfg)
     assert cfg.trainer.constraint_split == "holdout"
     assert cfg.trainer.constraint_fraction == 0.25
+    # the script's default is the engine's (it does not import it at module level)
+    from fairgames.train.config import TrainerConfig
+
+    assert rep.DEFAULT_CONSTRAINT_FRACTION == TrainerConfig().constraint_fraction
     # the default share adds no override (cells run before the flag existed stay valid)
     assert not any("constraint_fraction" in o for o in rep.overrides(
         cell, 100, None, "train", "adam", "ogd", "default", 0.0, "holdout", 0.5))
