@@ -173,8 +173,9 @@ def load(
     vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
     if not 0.0 <= float(vfrac) < 1.0:
         raise DataError(f"validation_fraction must be in [0, 1), got {vfrac}")
-    # a recipe's 0 means "the data set's own share" (an official-split recipe re-split at random)
-    test_fraction = recipe.test_fraction if recipe.test_fraction > 0 else d.random_test_fraction
+    # a recipe's None means "the data set's own share" (an official-split recipe re-split at random)
+    test_fraction = (d.random_test_fraction if recipe.test_fraction is None
+                     else recipe.test_fraction)
 
     frame, res = read_raw(name, root=root)
     n_filtered = len(frame)

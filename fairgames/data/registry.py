@@ -56,9 +56,9 @@ class Recipe:
     target: str
     features: Callable[[pd.DataFrame], list[Col]]
     split: str  # "official" or "random"
-    # share of all rows held out for test by a random split (0: the data set's
-    # random_test_fraction; an official-split recipe uses it under split="random")
-    test_fraction: float
+    # share of all rows held out for test by a random split; None: the data set's
+    # random_test_fraction (an official-split recipe re-split with split="random")
+    test_fraction: float | None
     validation_fraction: float  # share of the non-test rows
     stratify: str | None  # None, "label", "group", "label_group"
     include_protected: bool = False
@@ -171,7 +171,7 @@ ADULT = DatasetDef(
     targets={"income": Target("income", "binary", lambda df: df["label"].to_numpy(),
                               ("income", "label"), "income > 50K")},
     recipes={
-        None: Recipe(None, "sex", "income", _fixed(_ADULT_STANDARD), "official", 0.0, 0.25,
+        None: Recipe(None, "sex", "income", _fixed(_ADULT_STANDARD), "official", None, 0.25,
                      None, description="one-hot categoricals, standardised numericals, "
                      "fnlwgt dropped; adult.data -> train/validation, adult.test -> test"),
         "000": Recipe("000", "sex", "income", _fixed(_ADULT_BUCKETED), "official", 1 / 3,
@@ -181,7 +181,7 @@ ADULT = DatasetDef(
                       "sex kept as a feature; 1/3 of adult.data for validation, adult.test "
                       "for test (the reference code's train-on-test leak is not copied); "
                       "split='random': 1/3 of all rows for test, the same sizes"),
-        "001": Recipe("001", "sex", "income", _fixed(_ADULT_BUCKETED), "official", 0.0, 0.0,
+        "001": Recipe("001", "sex", "income", _fixed(_ADULT_BUCKETED), "official", None, 0.0,
                       None, include_protected=True,
                       description="paper 001 used a9a (32,561 / 16,281, 123 binary features); "
                       "approximated by the bucketed one-hot encoding of paper 000"),

@@ -102,6 +102,19 @@ def test_adult_random_resplit_concatenates():
     s = _load("adult", split="random", seed=1)
     ind = s.metadata["split_indices"]
     assert ind["test"].max() >= 32561 and ind["test"].min() < 32561
+    # the default recipe names no test share (None): the data set's own, 0.2 of all rows
+    n = sum(len(ind[p]) for p in ("train", "validation", "test"))
+    assert n == 48842 and abs(len(ind["test"]) / n - 0.2) < 1e-3
+    assert s.metadata["test_fraction"] == 0.2
+
+
+def test_every_recipe_names_a_test_share_or_none():
+    from fairgames.data.registry import DATASETS
+
+    for name, d in DATASETS.items():
+        assert 0.0 < d.random_test_fraction < 1.0, name
+        for paper, recipe in d.recipes.items():
+            assert recipe.test_fraction is None or 0.0 < recipe.test_fraction < 1.0, (name, paper)
 
 
 def test_adult_paper_000_random_resplit_keeps_the_official_sizes():
