@@ -271,10 +271,7 @@ class Engine:
         # Surrogate bounds on the last batch (the θ-player's view), in eval mode so that
         # logging draws no random numbers (dropout) and a resumed run logs the same.
         x, fields = self._last
-        was = self.model.training
-        self.model.eval()
-        scores = self.model(x).reshape(-1).float()
-        self.model.train(was)
+        scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
         batch = Batch(scores=scores, **fields)
         leaf_values = copt.evaluator(batch, update=False)
         objective = copt.problem.objective

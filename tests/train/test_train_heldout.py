@@ -20,7 +20,7 @@ from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, group, no_host_sync, true_positive_rate
 from fairgames.train import ConfigError, Engine
 from fairgames.train.config import validate
-from fairgames.train.data import constraint_holdout, load_splits
+from fairgames.train.data import constraint_holdout, load_splits, predict_scores
 
 
 def _tpr_parity() -> Problem:
@@ -83,6 +83,37 @@ def test_the_training_minibatches_do_not_depend_on_the_heldout_split():
             assert engine.heldout_sampler is not None
     assert len(drawn[0]) == 5
     assert all(torch.equal(a, b) for a, b in zip(*drawn, strict=True))
+
+
+@pytest.mark.parametrize("batch_size", [None, 128])
+def test_the_heldout_scores_carry_no_autograd_graph(batch_size):
+    """The multipliers' batch is scored without gradients (``record_heldout``'s contract): no
+    graph is built or kept on the held-out rows at each step."""
+    splits = make_synthetic(n=1200, d=5, seed=0)
+    _, engine = _engine(splits, heldout=True, batch_size=batch_size, steps=3)
+    recorded, record = [], engine.copt.record_heldout
+
+    def spy(batch):
+        recorded.append((batch.scores.requires_grad, batch.scores.grad_fn))
+        record(batch)
+
+    engine.copt.record_heldout = spy
+    engine.run()
+    assert recorded == [(False, None)] * 3
+
+
+def test_predict_scores_is_eval_mode_without_gradients_and_restores_the_flag():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.5),
+                                torch.nn.Linear(8, 1))
+    x = torch.randn(50, 5)
+    model.train()
+    scores = predict_scores(model, x, chunk=16)
+    assert model.training and not scores.requires_grad and scores.shape == (50,)
+    model.eval()
+    with torch.no_grad():
+        expected = model(x)[:, 0]
+    torch.testing.assert_close(scores, expected)   # eval mode: dropout off, chunks joined
 
 
 class _Recording:
