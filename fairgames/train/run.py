@@ -459,10 +459,11 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
                         "baseline_state": base_state}
 
     game_data, holdout_rows = _game_data(trainer, splits, baselines, protected, seed)
-    if holdout_rows is not None and run_dir is not None:
+    rows_file = HOLDOUT_ROWS_FILE if holdout_rows is not None and run_dir is not None else None
+    if rows_file is not None:
         # which training rows θ fits and which the multipliers see (recomputable from the
         # seed, but a reader of the run should not have to)
-        (run_dir / HOLDOUT_ROWS_FILE).write_text(json.dumps(
+        (run_dir / rows_file).write_text(json.dumps(
             {"indices_into": "train", "fraction": trainer.constraint_fraction,
              **holdout_rows}, separators=(",", ":")) + "\n")
     # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
@@ -508,8 +509,7 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
                 "split": trainer.constraint_split,
                 "theta_rows": len(game_data["train"]),
                 "heldout_rows": len(game_data["heldout"]) if "heldout" in game_data else 0,
-                "rows_file": (HOLDOUT_ROWS_FILE
-                              if holdout_rows is not None and run_dir is not None else None)},
+                "rows_file": rows_file},
             "problem": {"constraints": list(problem.constraint_names),
                         "multiplier_rows": unique_names(copt.terms.row_names),
                         "slacks": unique_names(copt.terms.slack_names)},
