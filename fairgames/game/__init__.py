@@ -9,7 +9,7 @@ Example:
     >>> problem = Problem(error_rate(), [(tpr("F") >= tpr("M") - 0.05).named("tpr_parity")])
     >>> model = torch.nn.Linear(4, 1)
     >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
-    >>> copt.preset.name, copt.multipliers.name
+    >>> copt.preset.name, copt.multipliers.strategy
     ('proxy_lagrangian', 'swap_regret')
 """
 
@@ -23,16 +23,21 @@ from .players import (
     DualContext,
     ExponentiatedGradient,
     FollowTheLeader,
+    GameContext,
     GradientAscent,
     GradientPlayer,
+    MonitorPlayer,
     MultiplierPlayer,
+    Player,
     SlackPlayer,
     SwapRegret,
     make_multiplier_player,
+    register_multiplier_strategy,
 )
-from .presets import DEFAULT_PRESET, PRESETS, Preset, get_preset
+from .presets import DEFAULT_PRESET, PRESETS, PlayerOptions, Preset, get_preset
 from .problem import Problem
 from .projections import project_box, project_l1_ball_nonnegative, project_simplex
+from .round import Record, Round
 from .solutions import (
     RULES,
     STRATEGIES,
@@ -53,11 +58,13 @@ from .solutions import (
 __all__ = [
     "DEFAULT_PRESET", "DEFAULT_RADIUS", "PRESETS", "RULES", "STRATEGIES", "BestResponsePlayer",
     "CandidateValues", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
-    "FollowTheLeader", "GradientAscent", "GradientPlayer", "InfeasibilityMonitor",
-    "LPMixture", "LagrangianTerms", "MultiplierPlayer", "Preset", "Problem", "SlackPlayer",
+    "FollowTheLeader", "GameContext", "GradientAscent", "GradientPlayer",
+    "InfeasibilityMonitor", "LPMixture", "LagrangianTerms", "MonitorPlayer", "MultiplierPlayer",
+    "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
     "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
     "box_argmin", "evaluate_candidates", "get_preset", "load_solution",
-    "make_multiplier_player", "materialize", "model_state", "project_box",
+    "make_multiplier_player", "materialize", "register_multiplier_strategy", "model_state",
+    "project_box",
     "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
     "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",
 ]

@@ -19,18 +19,26 @@ One step (paper 000 Algorithm 2; which payoff each player sees is a per-player s
    bounds, fp32, outside autocast), forms the leaf costs ``c(λ_t) = ω·w + λᵀA`` on the device
    and returns the θ-player's loss ``Σ c⁺·upper + c⁻·lower (+ ω·loss)``; it records the true
    rates. Several calls before one ``step`` (gradient accumulation) average their records.
-2. ``step()`` steps the wrapped optimizer (θ), then the slacks (best response to λ_t, or OGD),
-   then the multipliers from their gain ``∂L/∂λ = A·R + d + B·s + h(s)`` — the TRUE violations
-   (no second autograd pass), or their surrogate bound for a surrogate-payoff λ-player.
+2. ``step(closure=None)`` plays every player in turn (:mod:`fairgames.game.players.base`):
+   θ steps the wrapped optimizer (evaluating ``closure`` first, as torch optimizers do; a
+   best-response θ calls it for its inner loop), then the slacks (best response to λ_t, or
+   OGD), then the multipliers from their gain ``∂L/∂λ = A·R + d + B·s + h(s)`` — the TRUE
+   violations (no second autograd pass), or their surrogate bound for a surrogate-payoff
+   λ-player — then the monitor. Extra players (``players=``) join the same list.
+
+It is a ``torch.optim.Optimizer``: :attr:`~ConstrainedOptimizer.param_groups` holds θ's groups
+(the wrapped optimizer's own dicts) and one group per other player with a step size, tagged
+``"player": name``, so ``torch.optim.lr_scheduler`` drives the dual as well as θ.
 
 With :meth:`~ConstrainedOptimizer.record_heldout` between ``lagrangian`` and ``step``, every
 player but θ steps on a held-out batch's true rates instead (Cotter et al. 2019's two-dataset
 game, for constraints that must hold beyond θ's training data).
 
-With AMP pass the ``GradScaler`` to ``step(scaler)`` (then call ``scaler.update()``): when the
-scaler skips θ's step the game's step is skipped too, through the scaler's ``found_inf`` tensor
-in ``torch.where`` (no sync). The scaler itself reads ``found_inf`` on the host unless the
-wrapped optimizer is fused (``fused=True``), which takes it on the device. Nothing in the game's
+With AMP pass the ``GradScaler`` to ``step(scaler=scaler)`` (then call ``scaler.update()``):
+when the scaler skips θ's step the game's step is skipped too, through the scaler's
+``found_inf`` tensor in ``torch.where`` (no sync). The scaler itself reads ``found_inf`` on the
+host unless the wrapped optimizer is fused (``fused=True``), which takes it on the device.
+Nothing in the game's
 part of a step reads a device value on the host (tested with ``no_host_sync()``, on a GPU with
 ``torch.cuda.set_sync_debug_mode("error")``). :meth:`state_dict` covers the wrapped
 optimizer, every player, the evaluator's running estimates and the monitor, so a resumed run
@@ -52,11 +60,14 @@ Example:
     ...                            group_values={"g": ["a", "b"]})
     >>> copt.steps
     3
+    >>> [(group.get("player"), len(group["params"])) for group in copt.param_groups]
+    [('theta', 2), ('multipliers', 0)]
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,53 +75,29 @@ import torch
 
 from fairgames.rates import Batch, LeafValues
 
-from .history import InfeasibilityMonitor, StepRecord
-from .players.multipliers import (
-    DEFAULT_LR,
-    DualContext,
-    MultiplierPlayer,
-    make_multiplier_player,
-)
-from .players.slacks import SlackPlayer
-from .players.theta import BestResponsePlayer, ThetaPlayer, make_theta_player
-from .presets import Preset, get_preset
+from .history import StepRecord
+from .players.base import GameContext, Player
+from .players.multipliers import MultiplierPlayer
+from .players.theta import ThetaPlayer
+from .presets import PlayerOptions, Preset, resolve_preset
 from .problem import Problem
+from .round import Record, Round
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""Version of :meth:`ConstrainedOptimizer.state_dict`'s layout. 2: one entry per player
+(``players``, by name); 1 (before the plug-in players) is refused by name."""
 
 
 @dataclass
-class _Pending:
-    """Sums of what ``lagrangian`` recorded since the last ``step`` (device tensors)."""
+class _FrozenCosts:
+    """The leaf costs of a best-response inner loop (see ``GameContext.fixed_costs``)."""
 
-    count: int
-    leaves: torch.Tensor
-    affine_true: torch.Tensor
-    bilinear_true: torch.Tensor
-    affine_surrogate: torch.Tensor | None
-    bilinear_surrogate: torch.Tensor | None
-    ratios: torch.Tensor | None
-    objective_surrogate: torch.Tensor
-
-    _FIELDS = ("leaves", "affine_true", "bilinear_true", "affine_surrogate",
-               "bilinear_surrogate", "ratios", "objective_surrogate")
-
-    def add(self, other: _Pending) -> None:
-        self.count += other.count
-        for name in self._FIELDS:
-            mine, theirs = getattr(self, name), getattr(other, name)
-            if mine is not None and theirs is not None:
-                setattr(self, name, mine + theirs)
-
-    def mean(self) -> _Pending:
-        if self.count == 1:
-            return self
-        n = float(self.count)
-        values = [getattr(self, k) for k in self._FIELDS]
-        return _Pending(1, *[v / n if v is not None else None for v in values])
+    omega: torch.Tensor
+    lam: torch.Tensor
+    costs: torch.Tensor | None = None
 
 
-class ConstrainedOptimizer:
+class ConstrainedOptimizer(torch.optim.Optimizer):
     """Plays a :class:`Problem` as a game while a torch optimizer trains the model.
 
     Args:
@@ -132,6 +119,8 @@ class ConstrainedOptimizer:
         payoffs: ``{"theta": ..., "multipliers": ...}``, each ``"true"`` or ``"surrogate"``.
         device: where the game's state lives (default: the model parameters' device).
         monitor_options: options of the :class:`InfeasibilityMonitor`.
+        players: extra :class:`~fairgames.game.players.base.Player` s (plug-ins: a
+            reweighting adversary, a soft group assignment, ...), played with the preset's.
     """
 
     def __init__(self, problem: Problem, model_optimizer: torch.optim.Optimizer, *,
@@ -143,7 +132,8 @@ class ConstrainedOptimizer:
                  ratio_slacks: str | None = None, slack_lr: float | None = None,
                  psi_steps: int = 100, payoffs: Mapping[str, str] | None = None,
                  device: torch.device | str | None = None,
-                 monitor_options: Mapping[str, Any] | None = None) -> None:
+                 monitor_options: Mapping[str, Any] | None = None,
+                 players: Sequence[Player] = ()) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a fairgames.game.Problem, got "
                             f"{type(problem).__name__}")
@@ -152,58 +142,22 @@ class ConstrainedOptimizer:
                             f"parameters, got {type(model_optimizer).__name__}")
         self.problem = problem
         self.model_optimizer = model_optimizer
-        base = get_preset(preset)
-        changes: dict[str, Any] = {}
-        if isinstance(multipliers, str):
-            changes["multipliers"] = multipliers
-        if isinstance(theta, str):
-            changes["theta"] = theta
-        if psi_slacks is not None:
-            changes["psi_slacks"] = psi_slacks
-        if ratio_slacks is not None:
-            changes["ratio_slacks"] = ratio_slacks
-        for who, payoff in dict(payoffs or {}).items():
-            if who not in ("theta", "multipliers"):
-                raise ValueError(f"payoffs are set for 'theta' and 'multipliers' (the slacks "
-                                 f"see λ only), got {who!r}")
-            changes["theta_payoff" if who == "theta" else "multiplier_payoff"] = payoff
-        if isinstance(theta, BestResponsePlayer) and base.theta != "best_response":
-            changes["theta"] = "best_response"
-            changes.setdefault("theta_payoff", "true" if theta.oracle else "surrogate")
-        self.preset = base.replace(**changes) if changes else base
-        if device is None:
-            device = _parameter_device(model_optimizer)
-        self.device = torch.device(device)
+        self.preset = resolve_preset(
+            preset, multipliers=multipliers if isinstance(multipliers, str) else None,
+            theta=theta, psi_slacks=psi_slacks, ratio_slacks=ratio_slacks, payoffs=payoffs)
+        self.device = torch.device(device if device is not None
+                                   else _parameter_device(model_optimizer))
         self.terms = problem.compile(self.preset.ratio_slacks).on(self.device)
         self.evaluator = problem.make_evaluator().to(self.device).train()
-        self._check_payoffs()
-        strategy = multipliers if isinstance(multipliers, MultiplierPlayer) else (
-            self.preset.multipliers)
-        lr = multiplier_lr
-        same = isinstance(strategy, str) and strategy == base.multipliers
-        if lr is None and same:
-            lr = self.preset.multiplier_lr
-        if radius is None and same:
-            radius = self.preset.radius
-        if lr is None and isinstance(strategy, str):
-            lr = DEFAULT_LR.get(strategy)
-        if slack_lr is None:
-            slack_lr = self.preset.slack_lr if self.preset.slack_lr is not None else 0.05
-        self.multipliers = make_multiplier_player(
-            strategy, self.terms.num_rows, lr=lr, radius=radius, device=self.device,
-            **dict(multiplier_options or {}))
-        if self.multipliers.name == "follow_the_leader" and (
-                self.terms.has_ratios or self.terms.num_linear):
-            raise ValueError("follow-the-leader λ plays the best response to the running mean of "
-                             "the rows, which ratio terms do not have (they are not linear in the "
-                             "rates); use gradient_ascent or swap_regret for ratio terms")
-        self.theta: ThetaPlayer = make_theta_player(
-            theta if theta is not None and not isinstance(theta, str) else self.preset.theta)
-        self.slacks: SlackPlayer | None = None
-        if self.terms.has_slacks:
-            self.slacks = SlackPlayer(self.terms, psi=self.preset.psi_slacks, lr=slack_lr,
-                                      psi_steps=psi_steps)
-        self.monitor = InfeasibilityMonitor(device=self.device, **dict(monitor_options or {}))
+        options = PlayerOptions(
+            multipliers=multipliers if isinstance(multipliers, MultiplierPlayer) else None,
+            multiplier_lr=multiplier_lr, radius=radius,
+            multiplier_options=dict(multiplier_options or {}),
+            theta=theta if isinstance(theta, ThetaPlayer) else None, slack_lr=slack_lr,
+            psi_steps=psi_steps, monitor_options=dict(monitor_options or {}))
+        self._frozen: _FrozenCosts | None = None
+        self._bind([*self.preset.build_players(problem, self.terms, self.device, options),
+                    *players])
         self._equality = torch.tensor(
             [1.0 if c.sense == "==" else 0.0 for c in problem.constraints.values()],
             device=self.device)
@@ -211,43 +165,83 @@ class ConstrainedOptimizer:
         self.steps = 0
         self.last: StepRecord | None = None
         self._hooks: list[Callable[[StepRecord], None]] = []
-        self._pending: _Pending | None = None
-        self._heldout: _Pending | None = None
+        self._pending: Record | None = None
+        self._heldout: Record | None = None
 
-    # ------------------------------------------------------------------ configuration
-    def _check_payoffs(self) -> None:
-        p = self.preset
-        if p.multiplier_payoff == "surrogate" and not self.problem.surrogate.in_unit_interval:
-            # Remark 3: "unless the surrogates are also bounded in the same range" — a
-            # smooth approximation (sigmoid, ramp) keeps every surrogate rate in [0, 1], and
-            # the λ-player's payoff then stays inside ψ's domain (its boundary is clamped).
-            bad = self.terms.non_monotone_terms()
-            if bad:
-                raise ValueError(
-                    f"preset {p.name!r}: the λ-player sees surrogate rates, but {bad} is "
-                    "monotone in neither direction in a model-dependent argument (e.g. KLD's "
-                    f"p̂): the {self.problem.surrogate.kind} bounds leave ψ's domain, so this "
-                    "game cannot be played on them (paper 000 Remark 3). Use a true-payoff "
-                    "λ-player (algorithm2, proxy_lagrangian), or a surrogate bounded in "
-                    "[0, 1] (surrogate='sigmoid' or 'ramp')")
-        if p.theta == "gradient" and p.theta_payoff == "true":  # pragma: no cover - Preset checks
-            raise ValueError("a gradient θ-player needs surrogate rates")
-        if not self.problem.surrogate.is_bound and p.theta_payoff == "surrogate":
-            # Smooth approximations are allowed: they are not bounds, so 'upper'/'lower' agree.
-            pass
+    def _bind(self, players: list[Player]) -> None:
+        """Bind every player, index the views they provide, and make the parameter groups."""
+        for p in players:
+            if not isinstance(p, Player):
+                raise TypeError(f"players must be fairgames.game.players.Player instances, "
+                                f"got {type(p).__name__}")
+        names = [p.name for p in players]
+        if len(set(names)) != len(names):
+            raise ValueError(f"every player needs its own name, got {names}")
+        game = GameContext(self.problem, self.terms, self.device, self.model_optimizer,
+                           self._fixed_costs)
+        for p in players:
+            p.bind(game)
+        self.players: list[Player] = sorted(players, key=lambda p: p.order)
+        self._views: dict[str, Any] = {}
+        for p in self.players:
+            for view in p.provides:
+                if view in self._views:
+                    raise ValueError(f"players {self._views[view].name!r} and {p.name!r} both "
+                                     f"provide {view!r}")
+                self._views[view] = p
+        if "weights" not in self._views:
+            raise ValueError("a game needs a player that provides the multipliers' 'weights'")
+        self._weights = self._views["weights"]
+        self._transformers = [p for p in self.players
+                              if type(p).transform is not Player.transform]
+        self._needs_surrogate = any("surrogate" in p.needs for p in self.players)
+        # torch.optim.Optimizer's own set-up (hooks, state); the groups are the players'.
+        super().__init__([{"params": []}], {})
+        self.param_groups = [g for p in self.players for g in p.param_groups()]
+        self._groups_ready = True
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of model parameters: it joins θ's wrapped optimizer (as with any torch
+        optimizer, e.g. when unfreezing layers) and so :attr:`param_groups`."""
+        if not getattr(self, "_groups_ready", False):   # torch.optim.Optimizer.__init__'s call
+            super().add_param_group(param_group)
+            return
+        self.model_optimizer.add_param_group(param_group)
+        self.param_groups = [g for p in self.players for g in p.param_groups()]
+
+    # ------------------------------------------------------------------ the players
+    def player(self, name: str) -> Player:
+        """The player called ``name`` (``"theta"``, ``"multipliers"``, ``"slacks"``, ...)."""
+        for p in self.players:
+            if p.name == name:
+                return p
+        raise KeyError(f"no player {name!r}; this game has {[p.name for p in self.players]}")
+
+    @property
+    def multipliers(self) -> MultiplierPlayer:
+        """The player that provides the weights ``(ω, λ)``."""
+        return self._weights
+
+    @property
+    def slacks(self) -> Any:
+        """The slack player, or ``None`` when the problem has no slacks."""
+        return self._views.get("slacks")
+
+    @property
+    def theta(self) -> ThetaPlayer:
+        return self.player("theta")  # type: ignore[return-value]
+
+    @property
+    def monitor(self) -> Any:
+        return self.player("monitor")
 
     # ------------------------------------------------------------------ torch-optimizer API
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        """The wrapped optimizer's parameter groups (so LR schedulers and clipping see them)."""
-        return self.model_optimizer.param_groups
-
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.model_optimizer.zero_grad(set_to_none=set_to_none)
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(ω, λ)``: the objective's weight and the multipliers (device tensors)."""
-        return self.multipliers.weights()
+        return self._weights.weights()
 
     def lagrangian(self, batch: Batch, values: LeafValues | None = None) -> torch.Tensor:
         """The θ-player's loss on a batch (differentiable in the scores); records the batch's
@@ -255,7 +249,11 @@ class ConstrainedOptimizer:
         if not isinstance(batch, Batch):
             raise TypeError(f"lagrangian() takes a fairgames.rates.Batch, got "
                             f"{type(batch).__name__}")
-        omega, lam = self.multipliers.weights()
+        for player in self._transformers:
+            batch = player.transform(batch)
+        if self._frozen is not None:
+            return self._frozen_loss(batch)
+        omega, lam = self._weights.weights()
         autocast = torch.is_autocast_enabled(self.device.type)
         if values is None:
             # One pass: the costs are formed from the batch's true rates inside it, and the
@@ -329,9 +327,11 @@ class ConstrainedOptimizer:
         if not isinstance(batch, Batch):
             raise TypeError(f"record_heldout() takes a fairgames.rates.Batch, got "
                             f"{type(batch).__name__}")
-        if isinstance(self.theta, BestResponsePlayer):
-            raise ValueError("record_heldout() needs a gradient θ-player: a best-response "
-                             "θ-player computes the multipliers' step inside step_batch")
+        inside = [p.name for p in self.players if p.plays_inside_step]
+        if inside:
+            raise ValueError(f"record_heldout() needs players that step on records made before "
+                             f"step(): {inside} evaluate(s) the model inside step() (a "
+                             "best-response θ-player); use a gradient θ-player")
         if torch.is_autocast_enabled(self.device.type):
             with torch.autocast(device_type=self.device.type, enabled=False):
                 rec = self._heldout_record(batch)
@@ -342,7 +342,7 @@ class ConstrainedOptimizer:
         else:
             self._heldout.add(rec)
 
-    def _heldout_record(self, batch: Batch) -> _Pending:
+    def _heldout_record(self, batch: Batch) -> Record:
         # update=False: the running proportion estimates belong to θ's (mini)batches.
         values = self.evaluator(batch, update=False)
         t = self.terms
@@ -356,8 +356,7 @@ class ConstrainedOptimizer:
         t = self.terms
         slacks = self._empty
         if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
-            assert self.slacks is not None
-            slacks = self.slacks.current(true)
+            slacks = self._views["slacks"].current(true)
         ratios = t.ratio_values(true) if t.num_linear else None
         return t.leaf_costs(omega, lam, slacks, ratios), ratios
 
@@ -377,160 +376,127 @@ class ConstrainedOptimizer:
 
     def _record(self, values: LeafValues, true: torch.Tensor,
                 ratios: tuple[torch.Tensor, torch.Tensor] | None, loss: torch.Tensor
-                ) -> _Pending:
+                ) -> Record:
         """What :meth:`step` needs of this call (device tensors, no graph)."""
         t = self.terms
         affine_sur = bilinear_sur = None
-        if self.preset.multiplier_payoff == "surrogate":
+        if self._needs_surrogate:
             upper, lower = values.upper.detach(), values.lower.detach()
             affine_sur = t.affine_rows_bound(upper, lower)
             if t.num_bilinear:
                 bilinear_sur = t.bilinear_values_bound(upper, lower)
-        return _Pending(
+        return Record(
             count=1, leaves=true, affine_true=t.affine_rows(true),
             bilinear_true=t.bilinear_values(true) if t.num_bilinear else self._empty,
             affine_surrogate=affine_sur, bilinear_surrogate=bilinear_sur,
             ratios=ratios[0] if ratios is not None else None,
             objective_surrogate=loss.detach())
 
-    def step(self, scaler: torch.amp.GradScaler | None = None) -> None:
-        """Step θ (the wrapped optimizer, through ``scaler`` if given), then the other players
-        from the values recorded by :meth:`lagrangian` since the last step."""
-        if self._pending is None:
+    def _frozen_loss(self, batch: Batch) -> torch.Tensor:
+        """The best-response inner loop's loss: ``⟨c, R̃⟩`` at the frozen costs (formed at the
+        first call's true rates), without touching the running estimates or the records."""
+        frozen = self._frozen
+        assert frozen is not None
+        values = self.evaluator(batch, update=False)
+        if frozen.costs is None:
+            with torch.no_grad():
+                frozen.costs = self.terms.leaf_costs(frozen.omega, frozen.lam,
+                                                     *self._ratio_state(values.true.detach()))
+        loss = self.terms.surrogate(frozen.costs, values.upper, values.lower)
+        if self.problem.loss is not None:
+            loss = loss + frozen.omega * self.problem.loss(batch.scores, batch).float()
+        return loss
+
+    def _ratio_state(self, leaves: torch.Tensor
+                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Ratio slacks and linearised ratios at true leaf values (for frozen costs)."""
+        t = self.terms
+        if not (t.num_bilinear or t.num_linear):
+            return self._empty, None
+        slack_player = self._views.get("slacks")
+        slacks = slack_player.current(leaves) if slack_player is not None else self._empty
+        return slacks, (t.ratio_values(leaves) if t.num_linear else None)
+
+    @contextmanager
+    def _fixed_costs(self) -> Iterator[_FrozenCosts]:
+        omega, lam = (w.detach().clone() for w in self._weights.weights())
+        self._frozen = _FrozenCosts(omega, lam)
+        try:
+            yield self._frozen
+        finally:
+            self._frozen = None
+
+    def step(self, closure: Callable[[], Any] | None = None, *,
+             scaler: torch.amp.GradScaler | None = None) -> Any:
+        """Play one round: θ (the wrapped optimizer through ``scaler`` if given; ``closure``
+        re-evaluates the batch as in ``torch.optim``), then every other player, from the values
+        recorded by :meth:`lagrangian` since the last step. Returns the closure's loss."""
+        if isinstance(closure, torch.amp.GradScaler):
+            raise TypeError("step()'s first argument is torch's closure; pass the GradScaler "
+                            "by keyword: copt.step(scaler=scaler)")
+        if closure is None and self._pending is None:
             raise RuntimeError("step() needs the values of a lagrangian() call: call "
-                               "copt.lagrangian(batch) and backward() first")
-        ok = None
-        if scaler is not None and scaler.is_enabled():
-            scaler.step(self.model_optimizer)
-            ok = _scaler_ok(scaler, self.model_optimizer, self.device)
-        else:
-            self.model_optimizer.step()
-        self._play(ok)
+                               "copt.lagrangian(batch) and backward() first, or pass a closure")
+        omega, lam = self._weights.weights_snapshot()
+        round = Round(self.terms, omega=omega, lam=lam, take_record=self._take_record,
+                      views=self._views, equality=self._equality, closure=closure,
+                      scaler=scaler)
+        for player in self.players:
+            if player.needs_grad:
+                player.play(round)
+            else:
+                with _fp32_no_grad(self.device):
+                    player.play(round)
+        with _fp32_no_grad(self.device):
+            record = self._step_record(round)
+        self.last = record
+        self.steps += 1
+        for hook in self._hooks:
+            hook(record)
+        return round.loss
 
     def step_batch(self, model: torch.nn.Module, inputs: torch.Tensor, **fields: Any
                    ) -> torch.Tensor:
         """One whole game step on a batch: scores = ``model(inputs)``, ``fields`` are the
         other :class:`Batch` arguments (``labels``, ``groups``, ``group_values``, ...).
-        Returns the θ-player's loss (detached). A best-response θ-player runs here."""
-        if isinstance(self.theta, BestResponsePlayer):
-            return self._best_response_step(model, inputs, fields)
-        self.zero_grad()
-        loss = self.lagrangian(_batch(model, inputs, fields))
-        loss.backward()
-        self.step()
-        return loss.detach()
+        Returns the θ-player's loss (detached)."""
+        if "scores" in fields:
+            raise TypeError("step_batch computes the scores from the model; do not pass scores=")
 
-    # ------------------------------------------------------------------ the game's step
-    def _play(self, ok: torch.Tensor | None) -> None:
-        assert self._pending is not None
+        def closure() -> torch.Tensor:
+            self.zero_grad()
+            loss = self.lagrangian(_batch(model, inputs, fields))
+            loss.backward()
+            return loss
+
+        return self.step(closure).detach()
+
+    # ------------------------------------------------------------------ the round
+    def _take_record(self) -> Record:
+        """The step's record: the mean of :meth:`lagrangian`'s, or of the held-out batches'
+        (the two-dataset game: every player but θ sees the held-out rates)."""
+        if self._pending is None:
+            raise RuntimeError("step()'s closure recorded nothing: it must call "
+                               "copt.lagrangian(batch)")
         pend = self._pending.mean()
         self._pending = None
         if self._heldout is not None:
-            # The two-dataset game: every player but θ sees the held-out rates (see
-            # record_heldout); the θ-player's surrogate Lagrangian is still reported.
             objective_surrogate = pend.objective_surrogate
             pend = self._heldout.mean()
             pend.objective_surrogate = objective_surrogate
             self._heldout = None
-        omega, lam = self.multipliers.weights_snapshot()
-        if torch.is_autocast_enabled(self.device.type):
-            with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
-                record = self._play_players(pend, omega, lam, ok)
-        else:
-            with torch.no_grad():
-                record = self._play_players(pend, omega, lam, ok)
-        self.last = record
-        self.steps += 1
-        for hook in self._hooks:
-            hook(record)
+        return pend
 
-    def _play_players(self, pend: _Pending, omega: torch.Tensor, lam: torch.Tensor,
-                      ok: torch.Tensor | None) -> StepRecord:
-        """Slacks, multipliers and the monitor from one step's records (see :meth:`step`)."""
-        t = self.terms
-        leaves = pend.leaves
-        fixed = t.fixed_values(leaves) if t.num_fixed else self._empty
-        slacks = self._empty
-        if self.slacks is not None:
-            slacks = self.slacks.play(omega, lam, fixed, leaves, pend.bilinear_true, ok)
-        rows_true = t.row_values(pend.affine_true, pend.bilinear_true, slacks, fixed,
-                                 pend.ratios)
-        affine, gain, rows_sur = pend.affine_true, rows_true, rows_true
-        if pend.affine_surrogate is not None:      # a surrogate-payoff λ-player
-            bil = (pend.bilinear_surrogate if pend.bilinear_surrogate is not None
-                   else self._empty)
-            rows_sur = t.row_values(pend.affine_surrogate, bil, slacks, fixed, pend.ratios)
-            affine, gain = pend.affine_surrogate, rows_sur
-        context = None
-        if self.multipliers.name == "follow_the_leader":
-            context = DualContext(affine, fixed, self._gain_at(slacks), t.has_psi,
-                                  t.psi_leader)
-        self.multipliers.update(gain, ok=ok, context=context)
-        if t.affine_only:
-            objective_true, constraints_true = t.truth_from_rows(leaves, rows_true)
-            viol = t.max_violation_from_rows(rows_true)
-        else:
-            objective_true, constraints_true = t.truth(leaves)
-            if constraints_true.numel():
-                # max(g, 0) for g <= 0 rows and |g| for g == 0 rows, in three ops.
-                viol = torch.maximum(constraints_true,
-                                     -constraints_true * self._equality).max()
-            else:
-                viol = self._empty.sum()
-        self.monitor.update(viol, self.multipliers.saturation(), ok)
+    def _step_record(self, round: Round) -> StepRecord:
+        objective_true, constraints_true, _ = round.truth()
+        rows_true = round.rows("true")
+        rows_surrogate = round.rows("surrogate") if round.has_surrogate else rows_true
         return StepRecord(
             step=self.steps, objective_true=objective_true,
-            objective_surrogate=pend.objective_surrogate, constraints_true=constraints_true,
-            rows_true=rows_true, rows_surrogate=rows_sur, objective_weight=omega,
-            multipliers=lam, slacks=slacks, leaves_true=leaves)
-
-    def _gain_at(self, slacks: torch.Tensor
-                 ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
-        t, steps = self.terms, (self.slacks.psi_steps if self.slacks is not None else 100)
-        one, empty = torch.ones((), device=self.device), self._empty
-
-        def gain_at(lam: torch.Tensor, affine: torch.Tensor, fixed: torch.Tensor
-                    ) -> torch.Tensor:
-            s = t.psi_best_response(one, lam, slacks, fixed, steps=steps)
-            return t.row_values(affine, empty, s, fixed)
-
-        return gain_at
-
-    def _best_response_step(self, model: torch.nn.Module, inputs: torch.Tensor,
-                            fields: Mapping[str, Any]) -> torch.Tensor:
-        theta = self.theta
-        assert isinstance(theta, BestResponsePlayer)
-        omega, lam = (w.detach().clone() for w in self.multipliers.weights())
-        costs = self.terms.leaf_costs(omega, lam, *self._ratio_state_now(model, inputs, fields))
-        if theta.oracle is not None:
-            theta.oracle(costs, omega)
-        else:
-            for _ in range(theta.steps):
-                self.zero_grad()
-                batch = _batch(model, inputs, fields)
-                values = self.evaluator(batch, update=False)
-                loss = self.terms.surrogate(costs, values.upper, values.lower)
-                if self.problem.loss is not None:
-                    loss = loss + omega * self.problem.loss(batch.scores, batch).float()
-                loss.backward()
-                self.model_optimizer.step()
-        self.zero_grad()
-        with torch.no_grad():
-            loss = self.lagrangian(_batch(model, inputs, fields))
-        self._play(None)
-        return loss.detach()
-
-    def _ratio_state_now(self, model: torch.nn.Module, inputs: torch.Tensor,
-                         fields: Mapping[str, Any]
-                         ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Ratio slacks and linearised ratios at the current model (best-response θ-player)."""
-        t = self.terms
-        if not (t.num_bilinear or t.num_linear):
-            return self._empty, None
-        with torch.no_grad():
-            leaves = self.evaluator(_batch(model, inputs, fields), update=False).true
-        slacks = self.slacks.current(leaves) if self.slacks is not None else self._empty
-        return slacks, (t.ratio_values(leaves) if t.num_linear else None)
+            objective_surrogate=round.record.objective_surrogate,
+            constraints_true=constraints_true, rows_true=rows_true,
+            rows_surrogate=rows_surrogate, objective_weight=round.omega,
+            multipliers=round.lam, slacks=round.slacks, leaves_true=round.record.leaves)
 
     # ------------------------------------------------------------------ logging
     def register_history_hook(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:
@@ -541,7 +507,7 @@ class ConstrainedOptimizer:
 
     def multipliers_by_name(self) -> dict[str, float]:
         """``{row name: λ}`` plus ``"objective_weight"`` (syncs; for logging)."""
-        omega, lam = self.multipliers.weights()
+        omega, lam = self._weights.weights()
         out = {"objective_weight": float(omega)}
         out.update(zip(self.terms.row_names, lam.tolist(), strict=True))
         return out
@@ -557,8 +523,9 @@ class ConstrainedOptimizer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume the game exactly (the model's own parameters are the
-        caller's to save)."""
+        """Everything needed to resume the game exactly: every player's state (θ's is the
+        wrapped optimizer's), the evaluator's running estimates (the model's own parameters
+        are the caller's to save)."""
         if self._pending is not None or self._heldout is not None:
             raise RuntimeError("state_dict() between lagrangian() (or record_heldout()) and "
                                "step(): the recorded values would be lost; save after step()")
@@ -568,38 +535,51 @@ class ConstrainedOptimizer:
             "rows": list(self.terms.row_names),
             "slack_names": list(self.terms.slack_names),
             "steps": self.steps,
-            "model_optimizer": self.model_optimizer.state_dict(),
-            "multipliers": {"strategy": self.multipliers.name,
-                            "state": self.multipliers.state_dict()},
-            "slacks": self.slacks.state_dict() if self.slacks is not None else None,
+            "strategies": {p.name: _strategy(p) for p in self.players},
+            "players": {p.name: p.state_dict() for p in self.players},
             "evaluator": self.evaluator.state_dict(),
-            "monitor": self.monitor.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (checks that the problem and strategy match)."""
+        """Restore a :meth:`state_dict` (checks the format, the problem and the players)."""
         if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"unknown checkpoint format {state.get('format')!r}")
+            raise ValueError(f"this game state has checkpoint format {state.get('format')!r}; "
+                             f"this version of fairgames reads format {CHECKPOINT_FORMAT} "
+                             "only (format 1 predates the plug-in players): retrain, or "
+                             "resume with the fairgames version that wrote it")
         if list(state["rows"]) != self.terms.row_names:
             raise ValueError(f"the checkpoint's multiplier rows {state['rows']} do not match "
                              f"this problem's {self.terms.row_names}")
-        if state["multipliers"]["strategy"] != self.multipliers.name:
-            raise ValueError(f"the checkpoint was played by {state['multipliers']['strategy']}"
-                             f", this optimizer uses {self.multipliers.name}")
-        self.model_optimizer.load_state_dict(state["model_optimizer"])
-        self.multipliers.load_state_dict(state["multipliers"]["state"])
-        if self.slacks is not None:
-            self.slacks.load_state_dict(state["slacks"])
+        mine = {p.name: _strategy(p) for p in self.players}
+        if dict(state["strategies"]) != mine:
+            raise ValueError(f"the checkpoint was played by {dict(state['strategies'])}, "
+                             f"this optimizer's players are {mine}")
+        for p in self.players:
+            p.load_state_dict(state["players"][p.name])
         self.evaluator.load_state_dict(state["evaluator"])
-        self.monitor.load_state_dict(state["monitor"])
         self.steps = int(state["steps"])
         self._pending = None
         self._heldout = None
 
     def __repr__(self) -> str:
-        return (f"ConstrainedOptimizer(preset={self.preset.name}, multipliers="
-                f"{self.multipliers.name}, rows={self.terms.num_rows}, "
-                f"slacks={self.terms.num_slacks}, theta={self.theta.name})")
+        players = ", ".join(f"{p.name}={_strategy(p)}" for p in self.players)
+        return (f"ConstrainedOptimizer(preset={self.preset.name}, rows={self.terms.num_rows}, "
+                f"slacks={self.terms.num_slacks}, players=[{players}])")
+
+
+def _strategy(player: Player) -> str:
+    return getattr(player, "strategy", type(player).__name__)
+
+
+@contextmanager
+def _fp32_no_grad(device: torch.device) -> Iterator[None]:
+    """No autograd, and no autocast on ``device``: the players other than θ play in fp32."""
+    with torch.no_grad():
+        if torch.is_autocast_enabled(device.type):
+            with torch.autocast(device_type=device.type, enabled=False):
+                yield
+        else:
+            yield
 
 
 def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:
@@ -610,20 +590,7 @@ def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:
 
 
 def _batch(model: torch.nn.Module, inputs: torch.Tensor, fields: Mapping[str, Any]) -> Batch:
-    if "scores" in fields:
-        raise TypeError("step_batch computes the scores from the model; do not pass scores=")
     scores = model(inputs)
     if scores.dim() == 2 and scores.shape[1] == 1:
         scores = scores[:, 0]
     return Batch(scores=scores, **fields)
-
-
-def _scaler_ok(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer,
-               device: torch.device) -> torch.Tensor | None:
-    """``True`` on the device when the scaler did not skip ``optimizer``'s step (no sync)."""
-    state = getattr(scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
-    found = state.get("found_inf_per_device", {})
-    if not found:
-        return None
-    total = sum(v.to(device, torch.float32) for v in found.values())
-    return total == 0

@@ -38,7 +38,13 @@ leave ψ's domain (Remark 3), so the optimizer refuses such a problem under ``sp
 
 The default of :class:`~fairgames.game.ConstrainedOptimizer` is ``proxy_lagrangian`` (the
 robust choice: its last iterate does not swing with the dual step size). Compose your own
-with :meth:`Preset.replace` or by building a :class:`Preset`.
+with :meth:`Preset.replace` or by building a :class:`Preset`. A preset is the one place where
+its strategy names become players: :meth:`Preset.build_players` makes the θ-player, the slack
+player (when the problem has slacks), the multipliers (each with the payoff the preset gives
+it) and the monitor; the optimizer then only plays the list. New strategies join by name
+through :func:`~fairgames.game.players.register_multiplier_strategy` (λ) and
+``THETA_PLAYERS`` (θ); players of other kinds join a game through the optimizer's
+``players=`` argument.
 
 Example:
     >>> p = PRESETS["algorithm2"].replace(multipliers="exponentiated_gradient", name="eg")
@@ -49,14 +55,38 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from .players.multipliers import MULTIPLIER_PLAYERS
-from .players.slacks import PSI_STRATEGIES
+import torch
+
+from .lagrangian import LagrangianTerms
+from .players.base import Player
+from .players.monitor import MonitorPlayer
+from .players.multipliers import MULTIPLIER_PLAYERS, MultiplierPlayer, make_multiplier_player
+from .players.slacks import PSI_STRATEGIES, SlackPlayer
+from .players.theta import THETA_PLAYERS, BestResponsePlayer, ThetaPlayer, make_theta_player
 from .problem import RATIO_MODES as RATIO_STRATEGIES
+from .problem import Problem
 
 PAYOFFS = ("true", "surrogate")
-THETA_STRATEGIES = ("gradient", "best_response")
+THETA_STRATEGIES = tuple(THETA_PLAYERS)
+
+
+@dataclass
+class PlayerOptions:
+    """A user's choices beyond the preset's (the :class:`~fairgames.game.ConstrainedOptimizer`
+    arguments of the same names); ``None`` keeps the preset's, else the strategy's default."""
+
+    multipliers: MultiplierPlayer | None = None
+    multiplier_lr: float | None = None
+    radius: float | None = None
+    multiplier_options: Mapping[str, Any] = field(default_factory=dict)
+    theta: ThetaPlayer | None = None
+    slack_lr: float | None = None
+    psi_steps: int = 100
+    monitor_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,6 +156,48 @@ class Preset:
             raise TypeError(f"unknown preset field(s) {sorted(unknown)}")
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
+    def build_players(self, problem: Problem, terms: LagrangianTerms, device: torch.device,
+                      options: PlayerOptions | None = None) -> list[Player]:
+        """The preset's players for ``terms`` (compiled with :attr:`ratio_slacks`) on
+        ``device``: θ, the slacks (when the problem has any), the multipliers, the monitor."""
+        o = options if options is not None else PlayerOptions()
+        self.check_payoffs(problem, terms)
+        players: list[Player] = [make_theta_player(o.theta or self.theta),
+                                 self._multiplier_player(terms, device, o),
+                                 MonitorPlayer(device=device, **dict(o.monitor_options))]
+        if terms.has_slacks:
+            lr = o.slack_lr if o.slack_lr is not None else (
+                self.slack_lr if self.slack_lr is not None else 0.05)
+            players.append(SlackPlayer(terms, psi=self.psi_slacks, lr=lr,
+                                       psi_steps=o.psi_steps))
+        return players
+
+    def _multiplier_player(self, terms: LagrangianTerms, device: torch.device,
+                           o: PlayerOptions) -> MultiplierPlayer:
+        if o.multipliers is not None:
+            return make_multiplier_player(o.multipliers, terms.num_rows)
+        lr = self.multiplier_lr if o.multiplier_lr is None else o.multiplier_lr
+        radius = self.radius if o.radius is None else o.radius
+        kw = {"payoff": self.multiplier_payoff, **o.multiplier_options}
+        return make_multiplier_player(self.multipliers, terms.num_rows, lr=lr, radius=radius,
+                                      device=device, **kw)
+
+    def check_payoffs(self, problem: Problem, terms: LagrangianTerms) -> None:
+        """Refuse a surrogate-payoff λ-player on a ψ that leaves its domain (Remark 3)."""
+        if self.multiplier_payoff == "surrogate" and not problem.surrogate.in_unit_interval:
+            # Remark 3: "unless the surrogates are also bounded in the same range" — a
+            # smooth approximation (sigmoid, ramp) keeps every surrogate rate in [0, 1], and
+            # the λ-player's payoff then stays inside ψ's domain (its boundary is clamped).
+            bad = terms.non_monotone_terms()
+            if bad:
+                raise ValueError(
+                    f"preset {self.name!r}: the λ-player sees surrogate rates, but {bad} is "
+                    "monotone in neither direction in a model-dependent argument (e.g. KLD's "
+                    f"p̂): the {problem.surrogate.kind} bounds leave ψ's domain, so this "
+                    "game cannot be played on them (paper 000 Remark 3). Use a true-payoff "
+                    "λ-player (algorithm2, proxy_lagrangian), or a surrogate bounded in "
+                    "[0, 1] (surrogate='sigmoid' or 'ramp')")
+
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("frank_wolfe", theta="best_response", theta_payoff="true",
@@ -175,6 +247,35 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 DEFAULT_PRESET = "proxy_lagrangian"
+
+
+def resolve_preset(preset: str | Preset | None, *, multipliers: str | None = None,
+                   theta: str | ThetaPlayer | None = None, psi_slacks: str | None = None,
+                   ratio_slacks: str | None = None,
+                   payoffs: Mapping[str, str] | None = None) -> Preset:
+    """The preset with a user's choices applied (the optimizer's arguments of these names):
+    strategy names replace the preset's; a :class:`BestResponsePlayer` instance makes θ a best
+    response (true payoff with an oracle)."""
+    base = get_preset(preset)
+    changes: dict[str, Any] = {}
+    if multipliers is not None and multipliers != base.multipliers:
+        # the preset's step size and κ belong to its own λ-player
+        changes.update(multipliers=multipliers, multiplier_lr=None, radius=None)
+    if isinstance(theta, str):
+        changes["theta"] = theta
+    if psi_slacks is not None:
+        changes["psi_slacks"] = psi_slacks
+    if ratio_slacks is not None:
+        changes["ratio_slacks"] = ratio_slacks
+    for who, payoff in dict(payoffs or {}).items():
+        if who not in ("theta", "multipliers"):
+            raise ValueError(f"payoffs are set for 'theta' and 'multipliers' (the slacks "
+                             f"see λ only), got {who!r}")
+        changes["theta_payoff" if who == "theta" else "multiplier_payoff"] = payoff
+    if isinstance(theta, BestResponsePlayer) and base.theta != "best_response":
+        changes["theta"] = "best_response"
+        changes.setdefault("theta_payoff", "true" if theta.oracle else "surrogate")
+    return base.replace(**changes) if changes else base
 
 
 def get_preset(preset: str | Preset | None) -> Preset:

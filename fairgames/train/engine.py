@@ -51,7 +51,9 @@ from .data import predict_scores
 from .evaluation import group_rates
 from .logger import RunLogger
 
-ENGINE_FORMAT = 1
+ENGINE_FORMAT = 2
+"""Version of :meth:`Engine.state_dict`'s layout; 2 holds the game's per-player state
+(:data:`fairgames.game.optimizer.CHECKPOINT_FORMAT` 2)."""
 
 
 class Engine:
@@ -316,7 +318,10 @@ class Engine:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (the game checks that the problem matches)."""
         if state.get("format") != ENGINE_FORMAT:
-            raise ValueError(f"unknown checkpoint format {state.get('format')!r}")
+            raise ValueError(f"the checkpoint has format {state.get('format')!r}; this version "
+                             f"of fairgames reads format {ENGINE_FORMAT} only (format 1 "
+                             "predates the plug-in players): start the run afresh, or resume "
+                             "it with the fairgames version that wrote it")
         self.model.load_state_dict(state["model"])
         self.copt.load_state_dict(state["game"])  # each player moves its tensors itself
         if self.sampler is not None:

@@ -213,7 +213,7 @@ def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
             copt.step()
         else:
             scaler.scale(loss).backward()
-            copt.step(scaler)
+            copt.step(scaler=scaler)
             scaler.update()
 
     step()   # the first step compiles the evaluation plan (host-side, once)
@@ -271,24 +271,24 @@ def test_amp_skipped_step_leaves_the_game_untouched(synthetic, helpers):
         scaler.scale(loss).backward()
         if poison:
             model.weight.grad[0, 0] = float("inf")
-        copt.step(scaler)
+        copt.step(scaler=scaler)
         scaler.update()
 
     step(False)
     before = (copy.deepcopy(copt.state_dict()), [p.clone() for p in model.parameters()])
     step(True)   # the scaler skips θ's step: λ and the monitor must not move either
     after = copt.state_dict()
-    assert torch.equal(after["multipliers"]["state"]["lam"],
-                       before[0]["multipliers"]["state"]["lam"])
-    for k, v in after["monitor"].items():
-        assert torch.equal(v, before[0]["monitor"][k]), k
+    assert torch.equal(after["players"]["multipliers"]["lam"],
+                       before[0]["players"]["multipliers"]["lam"])
+    for k, v in after["players"]["monitor"].items():
+        assert torch.equal(v, before[0]["players"]["monitor"][k]), k
     for p, q in zip(model.parameters(), before[1], strict=True):
         assert torch.equal(p, q)
     step(False)
-    assert not torch.equal(copt.state_dict()["monitor"]["state"],
-                           before[0]["monitor"]["state"])
-    assert not torch.equal(copt.state_dict()["multipliers"]["state"]["lam"],
-                           before[0]["multipliers"]["state"]["lam"])
+    assert not torch.equal(copt.state_dict()["players"]["monitor"]["state"],
+                           before[0]["players"]["monitor"]["state"])
+    assert not torch.equal(copt.state_dict()["players"]["multipliers"]["lam"],
+                           before[0]["players"]["multipliers"]["lam"])
 
 
 def test_true_rates_are_fp32_under_autocast(synthetic, helpers):

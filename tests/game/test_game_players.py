@@ -120,10 +120,10 @@ def test_follow_the_leader_plays_the_best_vertex_of_the_running_mean():
         return DualContext(torch.tensor(u), torch.zeros(0), lambda *a: None, False)
 
     for u in ([0.1, -0.2, 0.0], [0.1, 0.5, -0.1], [-0.4, 0.0, 0.0]):
-        player.update(torch.tensor(u), context=ctx(u))
+        player.follow(ctx(u))
     # Mean rows: [-0.067, 0.1, -0.033] → all mass κ on row 1.
     np.testing.assert_allclose(player.weights()[1].numpy(), [0.0, 5.0, 0.0])
-    player.update(torch.tensor([-3.0, -3.0, -3.0]), context=ctx([-3.0, -3.0, -3.0]))
+    player.follow(ctx([-3.0, -3.0, -3.0]))
     np.testing.assert_allclose(player.weights()[1].numpy(), [0.0, 0.0, 0.0])   # none violated
 
 
@@ -183,12 +183,12 @@ def test_psi_slacks_best_respond_and_step_by_gradient():
     lam, omega = torch.tensor([0.7, 0.2]), torch.tensor(1.0)
     leaves, none = torch.tensor([0.6, 0.8]), torch.zeros(0)
     # Best response: argmin over [0, 1]² of ω(1 − √(ξ₁ξ₂)) + λ·ξ (a brute-force grid).
-    xi = SlackPlayer(terms).play(omega, lam, none, leaves, none).numpy()
+    xi = SlackPlayer(terms).respond(omega, lam, none, leaves, none).numpy()
     ref = _grid_argmin(lambda u, v: 1 - np.sqrt(u * v) + 0.7 * u + 0.2 * v)
     np.testing.assert_allclose(xi, ref, atol=3e-3)
     # OGD: the first step plays the slacks' start (the rates), then moves by −η ∂L/∂ξ.
     player = SlackPlayer(terms, psi="gradient", lr=0.1)
-    used = player.play(omega, lam, none, leaves, none)
+    used = player.respond(omega, lam, none, leaves, none)
     np.testing.assert_allclose(used.numpy(), leaves.numpy())
     x = leaves.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(1 - torch.sqrt(x[0] * x[1]) + lam @ x, x)

@@ -6,8 +6,9 @@ Example:
     True
 """
 
+from .base import GameContext, Player
+from .monitor import MonitorPlayer
 from .multipliers import (
-    DEFAULT_LR,
     DEFAULT_RADIUS,
     MULTIPLIER_PLAYERS,
     DualContext,
@@ -17,6 +18,7 @@ from .multipliers import (
     MultiplierPlayer,
     SwapRegret,
     make_multiplier_player,
+    register_multiplier_strategy,
 )
 from .slacks import PSI_STRATEGIES, RATIO_STRATEGIES, SlackPlayer
 from .theta import BestResponsePlayer, GradientPlayer, ThetaPlayer, make_theta_player

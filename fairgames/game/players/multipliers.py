@@ -1,13 +1,19 @@
 """Strategies of the multiplier (λ) player: gradient ascent, exponentiated gradient,
 follow-the-leader and the proxy-Lagrangian swap-regret player.
 
-Every player holds its state as tensors on one device and exposes
+Every player is a :class:`~fairgames.game.players.base.Player` (``provides = ("weights",)``)
+that holds its state as tensors on one device and exposes
 
 * :meth:`MultiplierPlayer.weights` → ``(ω, λ)``: the objective's weight and the multipliers
   (``ω = 1`` for Lagrangian players; the proxy-Lagrangian player puts ``(ω, λ)`` on a simplex);
-* :meth:`MultiplierPlayer.update` ``(gain, ok=, context=)``: one step from this step's gain
-  ``∂L/∂λ`` — the rows' values, i.e. the (true) violations — masked by the device boolean
-  ``ok`` (``False`` leaves the state untouched: an AMP step the GradScaler skipped);
+* :meth:`MultiplierPlayer.play` ``(round)``: one step from the round's gain ``∂L/∂λ`` — the
+  rows' values under the player's ``payoff`` (``"true"``: the true violations, or
+  ``"surrogate"``) — masked by the round's device boolean ``ok`` (``False`` leaves the state
+  untouched: an AMP step the GradScaler skipped); gradient-type players do it through
+  :meth:`~GradientAscent.update` ``(gain, ok=)``, follow-the-leader through
+  :meth:`~FollowTheLeader.follow` ``(context, ok=)``;
+* ``param_groups()``: the step size ``lr`` as a 0-dim tensor in a ``torch.optim`` parameter
+  group, so LR schedulers of the :class:`~fairgames.game.ConstrainedOptimizer` move it;
 * :meth:`MultiplierPlayer.saturation` → a device scalar in [0, 1], 1 when the player is at
   the edge of its set (``‖λ‖₁ = κ``, or no weight left on the objective), read by the
   infeasibility monitor;
@@ -31,11 +37,17 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..projections import project_l1_ball_nonnegative
+from .base import Player, lr_group, step_size
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..round import Round
+
+PAYOFFS = ("true", "surrogate")
 
 DEFAULT_RADIUS = 10.0
 """Default κ, the bound ‖λ‖₁ ≤ κ of the Lagrangian players (paper 000's Λ). Rates and the usual
@@ -67,20 +79,40 @@ def _commit(target: torch.Tensor, new: torch.Tensor, ok: torch.Tensor | None) ->
         target.copy_(new if ok is None else torch.where(ok, new, target))
 
 
-class MultiplierPlayer:
-    """Base class; see the module docstring."""
+class MultiplierPlayer(Player):
+    """Base class; see the module docstring. ``strategy`` names the class's strategy (the
+    player's ``name`` is ``"multipliers"``, its role in the game)."""
 
+    strategy = "multipliers"
     name = "multipliers"
+    order = 20
+    provides = ("weights",)
     lagrangian = True   # False: the objective weight ω moves too (proxy-Lagrangian)
+    has_lr = True       # takes a step size ``lr``
+    has_radius = True   # takes κ (``radius``) of Λ = {λ ≥ 0, ‖λ‖₁ ≤ κ}
+    no_radius_reason = ""
 
     def __init__(self, num_rows: int, *, device: torch.device | str | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, payoff: str = "true") -> None:
         if num_rows < 0:
             raise ValueError(f"num_rows must be non-negative, got {num_rows}")
+        if payoff not in PAYOFFS:
+            raise ValueError(f"payoff must be one of {PAYOFFS}, got {payoff!r}")
         self.num_rows = int(num_rows)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.dtype = dtype
+        self.payoff = payoff
+        self.needs = frozenset({payoff}) - {"true"}
         self._one = torch.ones((), device=self.device, dtype=dtype)
+
+    def bind(self, game: Any) -> None:
+        if game.terms.num_rows != self.num_rows:
+            raise ValueError(f"the multiplier player has {self.num_rows} rows, the problem "
+                             f"{game.terms.num_rows}")
+
+    def play(self, round: Round) -> None:
+        """One step on the round's rows under this player's payoff."""
+        self.update(round.rows(self.payoff), ok=round.ok)
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -91,8 +123,8 @@ class MultiplierPlayer:
         omega, lam = self.weights()
         return omega.clone(), lam.clone()
 
-    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
-               context: DualContext | None = None) -> None:
+    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
+        """One step from the gain ``∂L/∂λ`` [M], masked by ``ok``."""
         raise NotImplementedError
 
     def saturation(self) -> torch.Tensor:
@@ -138,7 +170,7 @@ class GradientAscent(MultiplierPlayer):
     CPU guard flags it).
     """
 
-    name = "gradient_ascent"
+    strategy = "gradient_ascent"
 
     def __init__(self, num_rows: int, *, lr: float = 0.5, radius: float = DEFAULT_RADIUS,
                  optimizer: type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
@@ -146,10 +178,8 @@ class GradientAscent(MultiplierPlayer):
         super().__init__(num_rows, **kw)
         if not radius > 0:
             raise ValueError(f"radius must be positive, got {radius}")
-        if not lr > 0:
-            raise ValueError(f"lr must be positive, got {lr}")
         self.radius = float(radius)
-        self.lr = float(lr)
+        self.lr = step_size(lr, self.device, "lr", self.dtype)
         self.lam = torch.nn.Parameter(project_l1_ball_nonnegative(
             torch.full((num_rows,), float(initial), device=self.device, dtype=self.dtype),
             self.radius), requires_grad=False)
@@ -171,13 +201,20 @@ class GradientAscent(MultiplierPlayer):
     def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._one, self._lam.clone()     # ω is the constant 1
 
-    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
-               context: DualContext | None = None) -> None:
+    def param_groups(self) -> list[dict[str, Any]]:
+        if self.optimizer is None:
+            return [lr_group(self, self.lr)]
+        for group in self.optimizer.param_groups:   # the inner optimizer's own groups
+            group["player"] = self.name
+        return list(self.optimizer.param_groups)
+
+    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
         g = self._check_gain(gain)
         if self.num_rows == 0:
             return
         if self.optimizer is None:
-            new = project_l1_ball_nonnegative(torch.add(self._lam, g, alpha=self.lr),
+            # λ + η·g (one fused multiply-add, as torch.add(λ, g, alpha=η))
+            new = project_l1_ball_nonnegative(torch.addcmul(self._lam, g, self.lr),
                                               self.radius)
             _commit(self._lam, new, ok)
             return
@@ -204,15 +241,17 @@ class GradientAscent(MultiplierPlayer):
         return self._lam.sum() / self.radius
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        return {"lam": self._lam}
+        # With a torch optimizer the step size lives in its parameter group (its state).
+        return {"lam": self._lam} if self.optimizer is not None else {
+            "lam": self._lam, "lr": self.lr}
 
     def state_dict(self) -> dict[str, Any]:
         # A deep copy: torch's optimizer state_dict aliases the live state tensors.
         opt = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
-        return {"lam": self.lam.detach().clone(), "optimizer": opt}
+        return {**super().state_dict(), "optimizer": opt}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict({"lam": state["lam"]})
+        super().load_state_dict({k: state[k] for k in self._tensors()})
         if self.optimizer is not None:
             if state.get("optimizer") is None:
                 raise ValueError("the checkpoint has no multiplier optimizer state")
@@ -226,17 +265,18 @@ class ExponentiatedGradient(MultiplierPlayer):
     Agarwal et al., paper 003). ``initial`` is every multiplier's starting value.
     """
 
-    name = "exponentiated_gradient"
+    strategy = "exponentiated_gradient"
 
     def __init__(self, num_rows: int, *, lr: float = 1.0, radius: float = DEFAULT_RADIUS,
                  initial: float = 0.01, **kw: Any) -> None:
         super().__init__(num_rows, **kw)
-        if not radius > 0 or not lr > 0:
-            raise ValueError(f"radius and lr must be positive, got {radius}, {lr}")
+        if not radius > 0:
+            raise ValueError(f"radius must be positive, got {radius}")
         if not 0 < initial * max(num_rows, 1) < radius:
             raise ValueError(f"initial multipliers must be positive with a sum below the radius "
                              f"{radius}, got {num_rows} × {initial}")
-        self.radius, self.lr = float(radius), float(lr)
+        self.radius = float(radius)
+        self.lr = step_size(lr, self.device, "lr", self.dtype)
         start = math.log(initial / (radius - num_rows * initial))
         self.theta = torch.full((num_rows,), start, device=self.device, dtype=self.dtype)
 
@@ -250,8 +290,10 @@ class ExponentiatedGradient(MultiplierPlayer):
     def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.weights()      # computed afresh from θ (updated in place) at every call
 
-    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
-               context: DualContext | None = None) -> None:
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [lr_group(self, self.lr)]
+
+    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
         g = self._check_gain(gain)
         _commit(self.theta, self.theta + self.lr * g, ok)
 
@@ -259,7 +301,7 @@ class ExponentiatedGradient(MultiplierPlayer):
         return self._lam(self.theta).sum() / self.radius
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        return {"theta": self.theta}
+        return {"theta": self.theta, "lr": self.lr}
 
 
 class FollowTheLeader(MultiplierPlayer):
@@ -274,7 +316,8 @@ class FollowTheLeader(MultiplierPlayer):
     linearisation point (paper 000 Remark 1, the Frank-Wolfe / NEMSIS λ-player of Table 2).
     """
 
-    name = "follow_the_leader"
+    strategy = "follow_the_leader"
+    has_lr = False
 
     def __init__(self, num_rows: int, *, radius: float = DEFAULT_RADIUS, inner_steps: int = 100,
                  inner_lr: float = 1.0, **kw: Any) -> None:
@@ -292,11 +335,23 @@ class FollowTheLeader(MultiplierPlayer):
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._one, self.lam
 
-    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
-               context: DualContext | None = None) -> None:
-        g = self._check_gain(gain)
-        if context is None:
-            raise ValueError("follow-the-leader needs the step's DualContext")
+    def bind(self, game: Any) -> None:
+        super().bind(game)
+        if game.terms.has_ratios or game.terms.num_linear:
+            raise ValueError("follow-the-leader λ plays the best response to the running mean "
+                             "of the rows, which ratio terms do not have (they are not linear "
+                             "in the rates); use gradient_ascent or swap_regret for ratio terms")
+
+    def play(self, round: Round) -> None:
+        """The leader of the running means of the round's rows (its payoff's) and ``φ``."""
+        self.follow(round.dual_context(self.payoff), ok=round.ok)
+
+    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
+        raise TypeError("follow-the-leader plays from the rows' rate parts, not a gain: call "
+                        "follow(context, ok=) (the optimizer does, through play(round))")
+
+    def follow(self, context: DualContext, *, ok: torch.Tensor | None = None) -> None:
+        """Add this step's rows to the running means and move to their leader."""
         u = context.affine.detach().to(self.device, self.dtype)
         phi = context.fixed.detach().to(self.device, self.dtype)
         if self.fixed_total is None or self.fixed_total.shape != phi.shape:
@@ -326,7 +381,6 @@ class FollowTheLeader(MultiplierPlayer):
                 lam = project_l1_ball_nonnegative(lam + self.inner_lr / math.sqrt(k) * step,
                                                   self.radius)
                 new = new + (lam - new) / k
-        del g
         _commit(self.lam, new, ok)
 
     def saturation(self) -> torch.Tensor:
@@ -370,14 +424,15 @@ class SwapRegret(MultiplierPlayer):
     ones when a step is masked), so the weights a step played stay valid without a copy.
     """
 
-    name = "swap_regret"
+    strategy = "swap_regret"
     lagrangian = False
+    has_radius = False
+    no_radius_reason = ": its weights live on the simplex (ω, λ), so λ/ω is unbounded"
 
     def __init__(self, num_rows: int, *, lr: float = 1.0, minimum: float = 1e-3,
                  method: str = "auto", power_iterations: int = 8, **kw: Any) -> None:
         super().__init__(num_rows, **kw)
-        if not lr > 0:
-            raise ValueError(f"lr must be positive, got {lr}")
+        self.lr = step_size(lr, self.device, "lr", self.dtype)
         if not 0 < minimum < 1:
             raise ValueError(f"minimum must lie in (0, 1), got {minimum}")
         if method not in ("auto", "tree", "power", "squaring"):
@@ -388,7 +443,7 @@ class SwapRegret(MultiplierPlayer):
         n = num_rows + 1
         if method == "tree" and n > 3:
             raise ValueError(f"method='tree' is for at most 2 rows, got {num_rows}")
-        self.lr, self.minimum = float(lr), float(minimum)
+        self.minimum = float(minimum)
         self.method = method if method != "auto" else (
             "tree" if n <= 3 else "squaring" if n <= 32 else "power")
         # Flat indices of the tree theorem's factors: v_i ∝ Σ_t idx[0, t, i]·idx[1, t, i].
@@ -434,12 +489,14 @@ class SwapRegret(MultiplierPlayer):
     def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._weights        # update() rebinds v: these stay what this step played
 
-    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None,
-               context: DualContext | None = None) -> None:
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [lr_group(self, self.lr)]
+
+    def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
         g = self._check_gain(gain)
         delta = torch.cat([self._zero, g])
         # η·Δ·vᵀ, with a clamped exponent: a huge gain (a ψ row far off) must not overflow.
-        q = torch.addr(self.q, delta, self.v, beta=0.0, alpha=self.lr)
+        q = torch.addr(self.q, delta * self.lr, self.v, beta=0.0)
         q = q.clamp_(-50.0, 50.0).exp_().mul_(self.q)
         q = q.div_(q.sum(0, keepdim=True)).clamp_min_(self.floor)
         q = q.div_(q.sum(0, keepdim=True))
@@ -458,22 +515,30 @@ class SwapRegret(MultiplierPlayer):
         self._split()
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        return {"q": self.q, "v": self.v}
+        return {"q": self.q, "v": self.v, "lr": self.lr}
 
 
 MULTIPLIER_PLAYERS: dict[str, type[MultiplierPlayer]] = {
-    cls.name: cls for cls in (GradientAscent, ExponentiatedGradient, FollowTheLeader, SwapRegret)
-}
+    cls.strategy: cls
+    for cls in (GradientAscent, ExponentiatedGradient, FollowTheLeader, SwapRegret)}
 
-DEFAULT_LR = {"gradient_ascent": 0.5, "exponentiated_gradient": 1.0, "swap_regret": 1.0}
+
+def register_multiplier_strategy(cls: type[MultiplierPlayer]) -> type[MultiplierPlayer]:
+    """Make a :class:`MultiplierPlayer` subclass playable by its ``strategy`` name (presets,
+    ``algorithm.multipliers``); usable as a class decorator."""
+    if not (isinstance(cls, type) and issubclass(cls, MultiplierPlayer)):
+        raise TypeError(f"a multiplier strategy is a MultiplierPlayer subclass, got {cls!r}")
+    MULTIPLIER_PLAYERS[cls.strategy] = cls
+    return cls
 
 
 def make_multiplier_player(strategy: str | MultiplierPlayer, num_rows: int, *,
                            lr: float | None = None, radius: float | None = None,
                            device: torch.device | str | None = None,
                            **options: Any) -> MultiplierPlayer:
-    """Build a multiplier player by name (``"swap_regret"``, ``"gradient_ascent"``,
-    ``"exponentiated_gradient"``, ``"follow_the_leader"``), or check a given one."""
+    """Build a multiplier player by strategy name (``"swap_regret"``, ``"gradient_ascent"``,
+    ``"exponentiated_gradient"``, ``"follow_the_leader"``, or one registered with
+    :func:`register_multiplier_strategy`), or check a given one."""
     if isinstance(strategy, MultiplierPlayer):
         if strategy.num_rows != num_rows:
             raise ValueError(f"the multiplier player has {strategy.num_rows} rows, the problem "
@@ -484,11 +549,11 @@ def make_multiplier_player(strategy: str | MultiplierPlayer, num_rows: int, *,
                          f"{sorted(MULTIPLIER_PLAYERS)} or pass a MultiplierPlayer")
     cls = MULTIPLIER_PLAYERS[strategy]
     kw: dict[str, Any] = dict(options)
-    if lr is not None and strategy != "follow_the_leader":
+    if lr is not None and cls.has_lr:
         kw["lr"] = lr
     if radius is not None:
-        if strategy == "swap_regret":
-            raise ValueError("the swap-regret player has no radius: its weights live on the "
-                             "simplex (ω, λ), so λ/ω is unbounded; drop radius=")
+        if not cls.has_radius:
+            raise ValueError(f"the {strategy} player has no radius{cls.no_radius_reason}; "
+                             "drop radius=")
         kw["radius"] = radius
     return cls(num_rows, device=device, **kw)

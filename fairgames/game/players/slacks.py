@@ -12,6 +12,11 @@ The slacks start at the rates they stand for (the first step's true values, clam
 box) — a device-side flag, so resuming from a checkpoint and the first step need no host
 branch on a tensor. Every update is masked by ``ok`` (a skipped AMP step leaves no trace).
 
+As a :class:`~fairgames.game.players.base.Player` (name ``"slacks"``, order 10: before the
+multipliers, whose gain is read at the slacks played) it ``provides`` the ``"slacks"`` view
+(:meth:`SlackPlayer.current`, read by the θ-player's leaf costs of ratio rows) and exposes its
+OGD step ``lr`` as a parameter group.
+
 Example:
     >>> import torch
     >>> from fairgames.rates import gmean
@@ -19,25 +24,29 @@ Example:
     >>> terms = Problem(1.0 - gmean()).terms
     >>> player = SlackPlayer(terms)
     >>> lam = torch.tensor([0.3, 0.3])          # multipliers of TPR ≤ ξ₁, TNR ≤ ξ₂
-    >>> xi = player.play(torch.tensor(1.0), lam, torch.zeros(0), torch.tensor([0.6, 0.8]),
-    ...                  torch.zeros(0))
+    >>> xi = player.respond(torch.tensor(1.0), lam, torch.zeros(0), torch.tensor([0.6, 0.8]),
+    ...                     torch.zeros(0))
     >>> [round(v, 3) for v in xi.tolist()]       # argmin −√(ξ₁ξ₂) + 0.3ξ₁ + 0.3ξ₂ on [0,1]²
     [1.0, 1.0]
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..lagrangian import LagrangianTerms
+from .base import Player, lr_group, step_size
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..round import Round
 
 PSI_STRATEGIES = ("best_response", "gradient")
 RATIO_STRATEGIES = ("gradient",)   # slack-played ratios; "linearize" needs no slack
 
 
-class SlackPlayer:
+class SlackPlayer(Player):
     """Plays every slack of a compiled problem (see the module docstring).
 
     Args:
@@ -48,6 +57,10 @@ class SlackPlayer:
         psi_steps: inner steps of the generic (non closed-form) best response.
     """
 
+    name = "slacks"
+    order = 10
+    provides = ("slacks",)
+
     def __init__(self, terms: LagrangianTerms, *, psi: str = "best_response",
                  ratio: str = "gradient", lr: float = 0.05, psi_steps: int = 100) -> None:
         if psi not in PSI_STRATEGIES:
@@ -57,11 +70,10 @@ class SlackPlayer:
                              f"{ratio!r} (a slack-played ratio has no best response inside its "
                              "box: L is linear in z and not convex in (a, b); use "
                              "ratios='linearize' in the preset for a slack-free ratio)")
-        if not lr > 0:
-            raise ValueError(f"slack lr must be positive, got {lr}")
-        self.terms, self.psi, self.ratio, self.lr = terms, psi, ratio, float(lr)
-        self.psi_steps = int(psi_steps)
         dev = terms.slack_lo.device
+        self.terms, self.psi, self.ratio = terms, psi, ratio
+        self.lr = step_size(lr, dev, "slack lr", terms.slack_lo.dtype)
+        self.psi_steps = int(psi_steps)
         self.slacks = 0.5 * (terms.slack_lo + terms.slack_hi.clamp_max(1e6))
         self.started = torch.zeros((), dtype=torch.bool, device=dev)
         # Which slacks move by gradient steps (ratio always; ψ only with psi="gradient").
@@ -74,9 +86,23 @@ class SlackPlayer:
         """``s_t``: the stored slacks, or their start at these true rates before the first step."""
         return torch.where(self.started, self.slacks, self.terms.initial_slacks(leaves))
 
-    def play(self, omega: torch.Tensor, lam: torch.Tensor, fixed: torch.Tensor,
-             leaves: torch.Tensor, bilinear: torch.Tensor,
-             ok: torch.Tensor | None = None) -> torch.Tensor:
+    def bind(self, game: Any) -> None:
+        if game.terms.slack_names != self.terms.slack_names:
+            raise ValueError(f"the slack player plays {self.terms.slack_names}, the problem has "
+                             f"{game.terms.slack_names}")
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [lr_group(self, self.lr)]
+
+    def play(self, round: Round) -> None:
+        """Publish the slacks ``s_t`` of this round and store ``s_{t+1}``."""
+        rec = round.record
+        round.slacks = self.respond(round.omega, round.lam, round.fixed, rec.leaves,
+                                    rec.bilinear_true, round.ok)
+
+    def respond(self, omega: torch.Tensor, lam: torch.Tensor, fixed: torch.Tensor,
+                leaves: torch.Tensor, bilinear: torch.Tensor,
+                ok: torch.Tensor | None = None) -> torch.Tensor:
         """One round: returns the slacks ``s_t`` the other players see this step and stores
         ``s_{t+1}`` (best responses to ``λ_t``; OGD from ``s_t``). ``bilinear`` are the ratio
         rows' ``⟨u, R⟩ + u0`` at this step's true rates."""
@@ -98,7 +124,8 @@ class SlackPlayer:
         return used
 
     def state_dict(self) -> dict[str, Any]:
-        return {"slacks": self.slacks.clone(), "started": self.started.clone()}
+        return {"slacks": self.slacks.clone(), "started": self.started.clone(),
+                "lr": self.lr.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if tuple(state["slacks"].shape) != tuple(self.slacks.shape):
@@ -106,3 +133,4 @@ class SlackPlayer:
                              f"problem {self.slacks.shape[0]}")
         self.slacks.copy_(state["slacks"].to(self.slacks.device, self.slacks.dtype))
         self.started.copy_(state["started"].to(self.started.device))
+        self.lr.copy_(state["lr"])

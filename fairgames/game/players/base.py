@@ -1,0 +1,127 @@
+"""The player protocol: what a player of the game owns, sees and does.
+
+A player owns its state (tensors on the model's device), its feasible set and its strategy. The
+:class:`~fairgames.game.ConstrainedOptimizer` holds a list of players and, at every step, hands
+each in turn (by :attr:`Player.order`) the step's :class:`~fairgames.game.round.Round` — the
+narrow state object through which a player reads what it needs (the true or surrogate row
+values, the multipliers and slacks played, the AMP ``ok`` mask) and publishes what it plays.
+The optimizer never branches on a player's type or strategy name:
+
+* :meth:`Player.bind` allocates the player's state for the compiled problem (``GameContext``);
+* :meth:`Player.transform` may reweight or relabel a batch before the fused pass (DRO,
+  soft group assignments);
+* :meth:`Player.play` is one round of its strategy;
+* :meth:`Player.param_groups` exposes its step sizes (tensors, updated in place) as
+  ``torch.optim`` parameter groups tagged ``"player": name``, so ``torch.optim.lr_scheduler``
+  drives them through :attr:`ConstrainedOptimizer.param_groups`;
+* ``state_dict`` / ``load_state_dict`` restore it bit for bit.
+
+Players that other parts of the game read declare it in :attr:`Player.provides`: ``"weights"``
+(``(ω, λ)`` and a ``saturation`` in [0, 1] — the multipliers) and ``"slacks"`` (``current(R)``,
+the slacks at true leaf values — the ψ and ratio slacks). A surrogate-payoff player asks the
+optimizer to record the surrogate rows with ``needs = {"surrogate"}``.
+
+Example (a player that only counts the rounds it saw):
+    >>> import torch
+    >>> class Counter(Player):
+    ...     name, order = "counter", 95
+    ...     def bind(self, game):
+    ...         self.count = torch.zeros((), device=game.device)
+    ...     def play(self, round):
+    ...         self.count += 1
+    ...     def state_dict(self):
+    ...         return {"count": self.count.clone()}
+    >>> Counter().order
+    95
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from fairgames.rates import Batch
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..lagrangian import LagrangianTerms
+    from ..problem import Problem
+    from ..round import Round
+
+
+@dataclass(frozen=True)
+class GameContext:
+    """What a player is bound to: the compiled problem, where the game lives, and θ's
+    optimizer (for the θ-players)."""
+
+    problem: Problem
+    terms: LagrangianTerms
+    device: torch.device
+    model_optimizer: torch.optim.Optimizer
+    fixed_costs: Callable[[], AbstractContextManager[Any]]
+    """``with game.fixed_costs() as frozen:`` — inside, ``lagrangian(batch)`` returns the
+    surrogate of ``⟨c, R⟩`` at the leaf costs ``frozen.costs`` of the λ (``frozen.omega``,
+    ``frozen.lam``) and ratio state of the first call, without updating the evaluator's running
+    estimates or recording anything: a best-response θ-player's inner loop."""
+
+
+class Player:
+    """Base class of every player (see the module docstring).
+
+    Attributes:
+        name: unique within a game; tags the player's ``param_groups`` and checkpoint entry.
+        order: players play in increasing order (θ 0, slacks 10, multipliers 20, monitor 90).
+        provides: the views the player offers the game (``"weights"``, ``"slacks"``).
+        needs: record parts beyond the true rates the player reads (``"surrogate"``).
+        plays_inside_step: the player evaluates batches itself during ``step`` (a best-response
+            θ-player), so records made before ``step`` (held-out batches) do not fit it.
+        needs_grad: ``play`` runs with autograd and autocast as the caller has them (the
+            θ-players, whose closure evaluates the model); others play under ``no_grad``, in
+            fp32.
+    """
+
+    name: str = "player"
+    order: int = 50
+    provides: tuple[str, ...] = ()
+    needs: frozenset[str] = frozenset()
+    plays_inside_step: bool = False
+    needs_grad: bool = False
+
+    def bind(self, game: GameContext) -> None:
+        """Allocate state for ``game`` (called once by the optimizer, before any step)."""
+
+    def transform(self, batch: Batch) -> Batch:
+        """The batch the fused pass sees (default: unchanged)."""
+        return batch
+
+    def play(self, round: Round) -> None:
+        """One round of the player's strategy."""
+        raise NotImplementedError
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Step sizes as ``torch.optim`` parameter groups (``"player"`` tagged)."""
+        return []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"player {self.name!r} keeps no state, the checkpoint has "
+                             f"{sorted(state)}")
+
+
+def step_size(value: float, device: torch.device | str | None, name: str,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A positive step size as a 0-dim tensor (updated in place by LR schedulers)."""
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return torch.tensor(float(value), device=device, dtype=dtype)
+
+
+def lr_group(player: Player, lr: torch.Tensor) -> dict[str, Any]:
+    """The parameter group of a player whose only hyper-parameter is its step ``lr``."""
+    return {"params": [], "lr": lr, "player": player.name}
