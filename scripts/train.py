@@ -45,8 +45,9 @@ def main(cfg: DictConfig) -> float | None:
         return None
     test = result.results["solutions"]["stochastic"]["test"]
     worst = max((c["violation"] or 0.0 for c in test["constraints"].values()), default=0.0)
+    headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
     print(f"{result.run_dir}: stochastic model on test: objective {test['objective']:.4f}, "
-          f"error {test['error']:.4f}, max violation {worst:.4f}")
+          f"{headline}, max violation {worst:.4f}")
     return test["objective"]
 
 

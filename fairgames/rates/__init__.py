@@ -19,6 +19,13 @@ from .batch import LABEL_KINDS, Batch
 from .errors import EmptySubsetError, NonFiniteScoresError, RatesError
 from .evaluator import LeafValues, RateEvaluator
 from .events import EVENTS, Event, Indicator, predicted_positive_at, score_at_least
+from .exact import (
+    ExactEvaluator,
+    GroupTable,
+    classification_metrics,
+    regression_metrics,
+    summary_metrics,
+)
 from .expressions import (
     AffineForm,
     Constraint,

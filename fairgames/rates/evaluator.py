@@ -76,12 +76,14 @@ class LeafValues(LeafLookup):
     ``proportions`` are the subsets' weights relative to the batch (``[K]``, per leaf).
     ``flat_bounds``, when set, is ``[upper, lower]`` as one differentiable ``[2K]`` tensor: a
     consumer can take both bounds in one op, and ``upper`` / ``lower`` are then its views,
-    made on first access."""
+    made on first access. ``subset_weights`` (whole splits only) are the subsets' total
+    weights ``[K]`` (per leaf; the row counts of an unweighted split)."""
 
     def __init__(self, true: torch.Tensor, upper: torch.Tensor | None,
                  lower: torch.Tensor | None, index: dict[tuple, int],
                  proportions: torch.Tensor | None = None,
-                 flat_bounds: torch.Tensor | None = None) -> None:
+                 flat_bounds: torch.Tensor | None = None,
+                 subset_weights: torch.Tensor | None = None) -> None:
         if (upper is None or lower is None) and flat_bounds is None:
             raise ValueError("give upper and lower, or flat_bounds")
         self.true = true
@@ -89,6 +91,7 @@ class LeafValues(LeafLookup):
         self.index = index
         self.proportions = proportions
         self.flat_bounds = flat_bounds
+        self.subset_weights = subset_weights
 
     @property
     def upper(self) -> torch.Tensor:
@@ -703,12 +706,16 @@ class RateEvaluator(torch.nn.Module):
 
     # ------------------------------------------------------------------ whole splits
     @torch.no_grad()
-    def evaluate_split(self, batches: Iterable[Batch]) -> LeafValues:
+    def evaluate_split(self, batches: Iterable[Batch], *, empty: str = "raise") -> LeafValues:
         """Exact values over a whole split given in chunks (float64 counts; syncs; no update).
 
-        Raises :class:`EmptySubsetError` naming every subset with no example, and
-        :class:`NonFiniteScoresError` if any score is NaN or infinite.
+        Raises :class:`EmptySubsetError` naming every subset with no example (with
+        ``empty="nan"`` their leaves are NaN instead: a report's table of rates that may be
+        undefined), and :class:`NonFiniteScoresError` if any score is NaN or infinite.
+        :class:`fairgames.rates.exact.ExactEvaluator` is the reporting front end.
         """
+        if empty not in ("raise", "nan"):
+            raise ValueError(f"empty must be 'raise' or 'nan', got {empty!r}")
         total: torch.Tensor | None = None
         plan: _Plan | None = None
         for batch in batches:
@@ -723,15 +730,16 @@ class RateEvaluator(torch.nn.Module):
         if plan is None or total is None:
             raise RatesError("evaluate_split got no batch")
         nums, dens = self._combine(plan, total)
-        empty = (dens <= 0).nonzero().flatten().tolist()
-        if empty:
-            names = ", ".join(str(self.subsets[i]) for i in empty)
-            raise EmptySubsetError(f"no example (with positive weight) in subset(s): {names}")
-        den = dens[plan.leaf_subset]
+        if empty == "raise":
+            missing = (dens <= 0).nonzero().flatten().tolist()
+            if missing:
+                raise empty_subset_error([self.subsets[i] for i in missing])
+        weights = dens[plan.leaf_subset]
+        den = torch.where(weights > 0, weights, torch.full_like(weights, math.nan))
         k = plan.n_leaves
         n_all = total.reshape(-1, plan.columns)[:, 0].sum()
         return LeafValues(nums[:k] / den, nums[k:2 * k] / den, nums[2 * k:] / den, self.index,
-                          dens[plan.leaf_subset] / n_all)
+                          weights / n_all, subset_weights=weights)
 
     def _fold_nonfinite(self) -> None:
         """Fold the fused passes' score sum into ``nonfinite_seen`` (device ops, no sync)."""
@@ -758,6 +766,12 @@ class RateEvaluator(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"leaves={len(self.leaves)}, subsets={len(self.subsets)}, "
                 f"surrogate={self.surrogate.kind}, denominator={self.denominator}")
+
+
+def empty_subset_error(subsets: Sequence[Subset]) -> EmptySubsetError:
+    """The error of a whole-split evaluation whose ``subsets`` have no example."""
+    names = ", ".join(str(x) for x in subsets)
+    return EmptySubsetError(f"no example (with positive weight) in subset(s): {names}")
 
 
 def _takes_fused_pass(plan: _Plan, batch: Batch) -> bool:

@@ -23,7 +23,7 @@ from .config import (
     validate,
 )
 from .engine import Engine
-from .evaluation import SolutionEvaluator, group_rates, group_table
+from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
 from .logger import RunLogger
 from .report import load_schema, validate_results
 from .run import RunResult, fit, run
@@ -40,6 +40,7 @@ __all__ = [
     "SolutionEvaluator",
     "TrainConfig",
     "TrainerConfig",
+    "batch_group_table",
     "find_checkpoint",
     "fit",
     "group_rates",

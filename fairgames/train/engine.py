@@ -48,7 +48,7 @@ from fairgames.rates import Batch, EmptySubsetError
 
 from .checkpoint import CHECKPOINT_NAME, save_atomic
 from .data import predict_scores
-from .evaluation import group_rates
+from .evaluation import batch_group_table
 from .logger import RunLogger
 
 ENGINE_FORMAT = 2
@@ -287,9 +287,9 @@ class Engine:
             entry["constraints_batch"] = {
                 n: float(c.expression.evaluate(leaf_values))
                 for n, c in copt.problem.constraints.items()}
-        entry["groups"] = group_rates(fields["labels"], fields["groups"][self.protected],
-                                      self.train.group_names[self.protected], self.protected,
-                                      (scores > 0).double())
+        # unweighted (a balanced sampler's importance weights would weight the counts)
+        entry["groups"] = batch_group_table(Batch(scores=scores, **{**fields, "weights": None}),
+                                            self.protected)
         entry["likely_infeasible"] = copt.likely_infeasible()
         copt.evaluator.check_finite()
         self.history.append(entry)

@@ -1,11 +1,13 @@
 """Whole-split evaluation of a deterministic model or a stochastic mixture of models.
 
-A solution is evaluated with TRUE rates over a whole split (float64 counts through
-:meth:`~fairgames.rates.RateEvaluator.evaluate_split`): the problem's objective, every
-constraint's value ``g`` (of ``g <= 0``; positive is a violation) and violation, the error
-rate, and a per-group table of common rates. For a stochastic model (weights ``q`` over ``R``
-members) every rate is the exact mixture expectation ``Σ_r q_r R(θ_r)`` and a metric is
-evaluated at those rates, as paper 000 defines a stochastic model's metric.
+A solution is evaluated with TRUE rates over a whole split by the one exact evaluator
+(:class:`fairgames.rates.ExactEvaluator`: float64 counts, one pass): the problem's objective,
+every constraint's value ``g`` (of ``g <= 0``; positive is a violation) and violation, the
+label kind's headline metrics (``error`` for a binary target; ``mse`` and ``mae`` for a real
+one) and a per-group table (:class:`fairgames.rates.GroupTable`). For a stochastic model
+(weights ``q`` over ``R`` members) every rate is the exact mixture expectation
+``Σ_r q_r R(θ_r)`` and a metric is evaluated at those rates, as paper 000 defines a
+stochastic model's metric.
 
 Example:
     >>> import torch
@@ -21,22 +23,31 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
 
 from fairgames.data import TabularDataset
-from fairgames.rates import Constraint, Expression, RateEvaluator, error_rate
+from fairgames.rates import (
+    Batch,
+    Constraint,
+    ExactEvaluator,
+    Expression,
+    GroupTable,
+    summary_metrics,
+)
 
 from .data import chunks, make_batch
 
 GROUP_RATES = ("count", "share", "base_rate", "positive_rate", "tpr", "fpr", "error",
                "precision", "fmeasure", "kld")
+GROUP_LOSSES = ("count", "share", "mean_label", "mean_prediction", "mse", "mae")
 
 
 class SolutionEvaluator:
-    """Evaluates the objective, constraints, error and per-group rates of a solution.
+    """Evaluates the objective, constraints, headline metrics and per-group table of a
+    solution (every split's label kind: binary or real).
 
     Args:
         objective: the problem's objective expression.
@@ -51,35 +62,44 @@ class SolutionEvaluator:
         self.constraints = list(constraints)
         self.protected = protected
         self.chunk = int(chunk)
-        self.error = error_rate()
-        self.evaluator = RateEvaluator([objective, *self.constraints, self.error]).eval()
+        self._views: dict[tuple, tuple[ExactEvaluator, GroupTable, list[str]]] = {}
+
+    def _view(self, ds: TabularDataset) -> tuple[ExactEvaluator, GroupTable, list[str]]:
+        """The evaluator of one label kind and group layout (built once, plans cached)."""
+        names = list(ds.group_names[self.protected])
+        key = (ds.label_kind, tuple(names))
+        if key not in self._views:
+            table = GroupTable(self.protected, names, ds.label_kind)
+            summary = summary_metrics(ds.label_kind)
+            metrics: dict[Hashable, Any] = {("objective",): self.objective}
+            metrics.update({("constraint", c.name): c for c in self.constraints})
+            metrics.update({("summary", k): e for k, e in summary.items()})
+            metrics.update(table.metrics)
+            self._views[key] = (ExactEvaluator(metrics, optional=table.metrics), table,
+                                list(summary))
+        return self._views[key]
 
     def evaluate(self, ds: TabularDataset, scores: torch.Tensor,
                  mixture_weights: torch.Tensor | None = None,
                  baseline_scores: torch.Tensor | None = None) -> dict[str, Any]:
         """Metrics of scores ``[N]`` (a deterministic model) or ``[R, N]`` with
-        ``mixture_weights [R]`` (a stochastic model) on the split ``ds``."""
-        self.evaluator.to(ds.device)
-        n = len(ds)
-        parts = []
-        for idx in chunks(n, self.chunk, ds.device):
-            s = scores[..., idx]
-            parts.append(make_batch(ds, s, idx, baseline_scores=baseline_scores,
-                                    mixture_weights=mixture_weights))
-        values = self.evaluator.evaluate_split(parts)
-        out: dict[str, Any] = {
-            "objective": float(self.objective.evaluate(values)),
-            "error": float(self.error.evaluate(values)),
-            "constraints": {},
-        }
+        ``mixture_weights [R]`` (a stochastic model) on the split ``ds``: ``label_kind``,
+        ``objective``, ``error`` (binary) or ``mse`` and ``mae`` (real), ``constraints``
+        and ``groups``."""
+        evaluator, table, summary = self._view(ds)
+        parts = (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
+                            mixture_weights=mixture_weights)
+                 for idx in chunks(len(ds), self.chunk, ds.device))
+        values = evaluator.evaluate(parts)
+        out: dict[str, Any] = {"label_kind": ds.label_kind,
+                               "objective": values[("objective",)]}
+        out.update({k: values[("summary", k)] for k in summary})
+        out["constraints"] = {}
         for c in self.constraints:
-            out["constraints"][c.name] = {"value": float(c.value(values)),
-                                          "violation": float(c.violation(values))}
-        if mixture_weights is None:
-            positive = (scores > 0).double()
-        else:
-            positive = (mixture_weights.double()[:, None] * (scores > 0).double()).sum(0)
-        out["groups"] = group_table(ds, positive, self.protected)
+            g = values[("constraint", c.name)]
+            out["constraints"][c.name] = {"value": g,
+                                          "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
+        out["groups"] = table.table(values)
         return out
 
 
@@ -90,7 +110,8 @@ def max_violation(metrics: dict[str, Any]) -> float:
 
 def group_table(ds: TabularDataset, positive: torch.Tensor, attribute: str
                 ) -> dict[str, dict[str, float | None]]:
-    """Per-group rates of predictions ``positive`` (``P(ŷ = 1)`` per row, in [0, 1]) on ``ds``.
+    """Per-group rates of predictions ``positive`` (``P(ŷ = 1)`` per row, in [0, 1]) on
+    ``ds``, a split with a binary target.
 
     Keys are ``"overall"`` and ``"<attribute>=<value>"``; see :func:`group_rates`.
     """
@@ -100,10 +121,11 @@ def group_table(ds: TabularDataset, positive: torch.Tensor, attribute: str
 
 def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str], attribute: str,
                 positive: torch.Tensor) -> dict[str, dict[str, float | None]]:
-    """Per-group rates (one host sync): ``count``, ``share``, ``base_rate``,
-    ``positive_rate``, ``tpr``, ``fpr``, ``error``, ``precision``, ``fmeasure`` and ``kld``
-    (KLD between the overall base rate and the group's positive rate), for ``"overall"`` and
-    each ``"<attribute>=<value>"``. A rate with an empty denominator is ``None``.
+    """Per-group rates of predictions ``positive`` (``P(ŷ = 1)`` per row) against 0/1
+    ``labels``: ``count``, ``share``, ``base_rate``, ``positive_rate``, ``tpr``, ``fpr``,
+    ``error``, ``precision``, ``fmeasure`` and ``kld`` (KLD between the overall base rate and
+    the group's positive rate), for ``"overall"`` and each ``"<attribute>=<value>"``. A rate
+    with an empty denominator is ``None``. Exact (:class:`fairgames.rates.GroupTable`).
 
     Example:
         >>> import torch
@@ -112,46 +134,22 @@ def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
         >>> t["g=a"]["precision"], t["g=b"]["tpr"], t["overall"]["error"]
         (0.5, 0.5, 0.5)
     """
-    y = labels.double()
-    p = positive.double()
-    base = float(y.mean())
-    masks = [("overall", torch.ones_like(y, dtype=torch.bool))] + [
-        (f"{attribute}={v}", codes == i) for i, v in enumerate(names)]
-    stacked = torch.stack([m for _, m in masks]).double()             # [G+1, N]
-    count = stacked.sum(1)
-    pos = stacked @ y
-    pred = stacked @ p
-    tp = stacked @ (y * p)
-    fp = stacked @ ((1 - y) * p)
-    fn = stacked @ (y * (1 - p))
-    vals = torch.stack([count, pos, pred, tp, fp, fn]).T.tolist()
-    n = len(y)
-    rows: dict[str, dict[str, float | None]] = {}
-    for (key, _), (c, ps, pr, t, f, fneg) in zip(masks, vals, strict=True):
-        rows[key] = {
-            "count": c,
-            "share": c / n,
-            "base_rate": _div(ps, c),
-            "positive_rate": _div(pr, c),
-            "tpr": _div(t, ps),
-            "fpr": _div(f, c - ps),
-            "error": _div(f + fneg, c),
-            "precision": _div(t, t + f),
-            "fmeasure": _div(2 * t, 2 * t + f + fneg),
-            "kld": _kld(base, _div(pr, c)),
-        }
-    return rows
+    p = positive if positive.is_floating_point() else positive.double()
+    batch = Batch(scores=None, probabilities=p, labels=labels, groups={attribute: codes},
+                  group_values={attribute: list(names)})
+    return GroupTable(attribute, names, "binary").evaluate(batch)
 
 
-def _div(a: float, b: float) -> float | None:
-    return a / b if b > 0 else None
+def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float | None]]:
+    """The per-group table of ``batch`` by its label kind (:class:`~fairgames.rates.GroupTable`):
+    classification rates for a binary target, losses for a real one.
 
-
-def _kld(p: float, q: float | None) -> float | None:
-    if q is None:
-        return None
-    t = torch.tensor([p, q], dtype=torch.float64)
-    kl = (torch.xlogy(t[0], t[0]) - torch.xlogy(t[0], t[1]) + torch.xlogy(1 - t[0], 1 - t[0])
-          - torch.xlogy(1 - t[0], 1 - t[1]))
-    v = float(kl)
-    return v if v == v and v != float("inf") else None
+    Example:
+        >>> import torch
+        >>> b = Batch(scores=torch.tensor([0.2, 0.9]), labels=torch.tensor([0.0, 1.0]),
+        ...           label_kind="real", groups={"g": torch.tensor([0, 1])},
+        ...           group_values={"g": ["a", "b"]})
+        >>> round(batch_group_table(b, "g")["overall"]["mse"], 4)
+        0.025
+    """
+    return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)

@@ -50,7 +50,9 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
         for split in SPLITS:
             m = per_split[split]
             metrics[f"final/{sol}/{split}/objective"] = m["objective"]
-            metrics[f"final/{sol}/{split}/error"] = m["error"]
+            for key in ("error", "mse", "mae"):      # by label kind: error, or mse and mae
+                if key in m:
+                    metrics[f"final/{sol}/{split}/{key}"] = m[key]
             metrics[f"final/{sol}/{split}/max_violation"] = max_violation(m)
     logger.scalars(engine.step, metrics)
     logger.hparams(hparams, metrics)

@@ -3,9 +3,11 @@
 the logged steps).
 
 ``results.json`` is shaped ``{schema_version, config, env, solutions: {final | best_iterate |
-stochastic: {train | validation | test: {objective, error, constraints: {name: {value,
-violation}}, groups: {"sex=Female": {rate: value}}}}}, training: {steps, multipliers, slacks,
-likely_infeasible, ...}}``; ``fairgames/train/results.schema.json`` is its schema.
+stochastic: {train | validation | test: {label_kind, objective, error, constraints: {name:
+{value, violation}}, groups: {"sex=Female": {rate: value}}}}}, training: {steps, multipliers,
+slacks, likely_infeasible, ...}}``; ``fairgames/train/results.schema.json`` is its schema. A
+real-valued target (``label_kind: "real"``) has ``mse`` and ``mae`` instead of ``error``, and
+per-group losses (:data:`TABLE_LOSSES`) instead of rates.
 
 Example:
     >>> schema = load_schema()
@@ -28,11 +30,15 @@ from typing import Any
 
 import torch
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2     # the history of its changes: CHANGELOG.md
 SOLUTIONS = ("final", "best_iterate", "stochastic")
 SPLITS = ("train", "validation", "test")
 TABLE_RATES = ("share", "base_rate", "positive_rate", "tpr", "fpr", "error", "precision",
                "fmeasure", "kld")
+TABLE_LOSSES = ("share", "mean_label", "mean_prediction", "mse", "mae")
+# A solution's headline metrics and per-group columns, by label kind.
+HEADLINE = {"binary": ("error",), "real": ("mse", "mae")}
+TABLE_COLUMNS = {"binary": TABLE_RATES, "real": TABLE_LOSSES}
 
 
 def load_schema() -> dict[str, Any]:
@@ -138,13 +144,15 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
             f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
     out += ["## Summary", "", "Constraint values are `g` in `g <= 0`: positive means violated.",
             ""]
+    kind = sol["final"]["test"].get("label_kind", "binary")
+    headline, columns = HEADLINE[kind], TABLE_COLUMNS[kind]
     rows = []
     for s in SOLUTIONS:
         for split in SPLITS:
             m = sol[s][split]
             viol = max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
-            rows.append([s, split, m["objective"], m["error"], viol])
-    out += [_table(["solution", "split", "objective", "error", "max violation"], rows), ""]
+            rows.append([s, split, m["objective"], *(m[k] for k in headline), viol])
+    out += [_table(["solution", "split", "objective", *headline, "max violation"], rows), ""]
     names = list(sol["final"]["test"]["constraints"])
     if names:
         out += ["## Constraints (test split)", ""]
@@ -153,9 +161,10 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out += [_table(["constraint", *SOLUTIONS], rows), ""]
     for s in SOLUTIONS:
         groups = sol[s]["test"]["groups"]
-        out += [f"## Per-group rates: {s}, test split", ""]
-        rows = [[g] + [rates.get(r) for r in TABLE_RATES] for g, rates in groups.items()]
-        out += [_table(["group", *TABLE_RATES], rows), ""]
+        title = "rates" if kind == "binary" else "losses"
+        out += [f"## Per-group {title}: {s}, test split", ""]
+        rows = [[g] + [rates.get(r) for r in columns] for g, rates in groups.items()]
+        out += [_table(["group", *columns], rows), ""]
     out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
     if "best_iterate" in tr:
         out.append(f"- best iterate: step {tr['best_iterate']['step']} (chosen on "

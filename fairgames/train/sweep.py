@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -62,7 +63,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
                 values = [c["value"] for c in cons.values() if c["value"] is not None]
                 viols = [c["violation"] for c in cons.values() if c["violation"] is not None]
                 row = {**base, "solution": solution, "split": split,
-                       "objective": m["objective"], "error": m["error"],
+                       "objective": m["objective"], "error": m.get("error", math.nan),
+                       **{k: m[k] for k in ("mse", "mae") if k in m},
                        "max_violation": max(viols, default=0.0),
                        "max_value": max(values, default=float("nan"))}
                 for name, c in cons.items():
