@@ -27,7 +27,7 @@ import torch
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem, get_preset
 from fairgames.problems import load_problem
-from fairgames.train import Engine
+from fairgames.train import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 from fairgames.train.data import constraint_holdout, load_splits
 
 HERE = Path(__file__).resolve().parent
@@ -57,8 +57,9 @@ def _engine(splits, protected: str, model_name: str, batch_size: int | None,
     elif constraint_split == "holdout":
         theta_rows, held_rows = constraint_holdout(train, protected, 0.5, seed=0)
         train, heldout = train.subset(theta_rows), train.subset(held_rows)
-    return Engine(model, copt, train, protected=protected, steps=10**9, batch_size=batch_size,
-                  log_every=10**9, snapshot_every=10**9, heldout=heldout)
+    return Engine(model, copt, GameData(train, protected, heldout=heldout), steps=10**9,
+                  batches=BatchSettings(size=batch_size), logging=LogSettings(every=10**9),
+                  snapshots=SnapshotSettings(every=10**9))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -22,7 +22,14 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .engine import Engine
+from .engine import (
+    BatchSettings,
+    CheckpointSettings,
+    Engine,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+)
 from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
 from .logger import RunLogger
 from .report import load_schema, validate_results
@@ -30,13 +37,18 @@ from .run import RunResult, fit, run
 
 __all__ = [
     "AlgorithmConfig",
+    "BatchSettings",
+    "CheckpointSettings",
     "ConfigError",
     "Engine",
+    "GameData",
+    "LogSettings",
     "ModelConfig",
     "OptimizerConfig",
     "ProblemConfig",
     "RunLogger",
     "RunResult",
+    "SnapshotSettings",
     "SolutionEvaluator",
     "TrainConfig",
     "TrainerConfig",

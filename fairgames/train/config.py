@@ -34,6 +34,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from .checks import Checks, key_errors, register_group, register_validator, value_errors
+
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
 MULTIPLIER_OPTIMIZERS = ("sgd", "adam", "adagrad")
@@ -248,6 +250,10 @@ register()
 def validate(cfg: DictConfig | TrainConfig) -> None:
     """Check values that types cannot: ranges, choices, names known to fairgames.
 
+    Runs the checks registered in :mod:`fairgames.train.checks` (this module registers one
+    validator per group below; a preset or player registers its own there): first unknown
+    keys, then every value rule, each pass listing all its problems at once.
+
     Raises:
         ConfigError: listing every bad key with its value and what is expected.
 
@@ -262,141 +268,152 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         invalid config:
           trainer.device='tpu': expected one of ['auto', 'cpu', 'cuda']
     """
-    from fairgames.game import PRESETS
-    from fairgames.game.players import MULTIPLIER_PLAYERS
-    from fairgames.models import ACTIVATIONS, MODELS
-    from fairgames.problems.spec import TOLERANCE_KINDS
-    from fairgames.rates.surrogates import KINDS
-
     c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
-    errors: list[str] = []
-
-    def bad(key: str, value: object, expected: str) -> None:
-        errors.append(f"{key}={value!r}: {expected}")
-
-    def choice(key: str, value: object, options) -> None:
-        if value not in options:
-            bad(key, value, f"expected one of {sorted(options)}")
-
-    def positive(key: str, value: object, allow_none: bool = False, integer: bool = False,
-                 zero: bool = False) -> None:
-        if value is None:
-            if not allow_none:
-                bad(key, value, "must be set")
-            return
-        if isinstance(value, bool) or not isinstance(value, int | float) or (
-                integer and not isinstance(value, int)):
-            bad(key, value, "expected a number")
-            return
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            bad(key, value, "must be " + ("non-negative" if zero else "positive") + " and "
-                "finite")
-
     # Keys forced in with Hydra's `+key=value` bypass the schema's struct flag: check them too.
-    groups = {"problem": ProblemConfig, "model": ModelConfig, "optimizer": OptimizerConfig,
-              "algorithm": AlgorithmConfig, "trainer": TrainerConfig}
-    top = set(TrainConfig.__dataclass_fields__)
-    for key in c:
-        if key not in top:
-            errors.append(f"unknown key {key!r}; known: {sorted(top)}")
-    for group, schema in groups.items():
-        known = set(schema.__dataclass_fields__)
-        for key in c.get(group, {}):
-            if key not in known:
-                errors.append(f"unknown key {group}.{key}; {group} takes {sorted(known)}")
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    for errors in (lambda: key_errors(c, TrainConfig), lambda: value_errors(c)):
+        found = errors()
+        if found:
+            raise ConfigError("invalid config:\n  " + "\n  ".join(found))
 
+
+# Groups in the order their problems are listed; `data`'s keys belong to its loader.
+register_group("data")
+register_group("problem", ProblemConfig)
+register_group("model", ModelConfig)
+register_group("optimizer", OptimizerConfig)
+register_group("algorithm", AlgorithmConfig)
+register_group("trainer", TrainerConfig)
+register_group("seed")
+
+
+@register_validator("data")
+def _check_data(c: DictConfig, check: Checks) -> None:
     data = c.data
     if not isinstance(data.get("name"), str) or not data.get("name"):
-        bad("data.name", data.get("name"), "the data set's name (e.g. adult, synthetic)")
+        check.bad("data.name", data.get("name"), "the data set's name (e.g. adult, synthetic)")
     if not isinstance(data.get("protected"), str) or not data.get("protected"):
-        bad("data.protected", data.get("protected"), "the protected attribute's name (e.g. sex)")
+        check.bad("data.protected", data.get("protected"),
+                  "the protected attribute's name (e.g. sex)")
+
+
+@register_validator("problem")
+def _check_problem(c: DictConfig, check: Checks) -> None:
+    from fairgames.problems.spec import TOLERANCE_KINDS
 
     p = c.problem
-    choice("problem.tolerance_kind", p.tolerance_kind, TOLERANCE_KINDS)
+    check.choice("problem.tolerance_kind", p.tolerance_kind, TOLERANCE_KINDS)
     if p.tolerance is not None and not math.isfinite(p.tolerance):
-        bad("problem.tolerance", p.tolerance, "must be finite")
+        check.bad("problem.tolerance", p.tolerance, "must be finite")
     if not 0.0 < p.baseline_fraction <= 1.0:
-        bad("problem.baseline_fraction", p.baseline_fraction, "must lie in (0, 1]")
+        check.bad("problem.baseline_fraction", p.baseline_fraction, "must lie in (0, 1]")
     if p.protected_group is not None and (isinstance(p.protected_group, bool) or
                                           not isinstance(p.protected_group, int | str)):
-        bad("problem.protected_group", p.protected_group, "a value name or integer code")
+        check.bad("problem.protected_group", p.protected_group, "a value name or integer code")
+
+
+@register_validator("model")
+def _check_model(c: DictConfig, check: Checks) -> None:
+    from fairgames.models import ACTIVATIONS, MODELS
 
     m = c.model
-    choice("model.name", m.name, MODELS)
-    choice("model.activation", m.activation, ACTIVATIONS)
+    check.choice("model.name", m.name, MODELS)
+    check.choice("model.activation", m.activation, ACTIVATIONS)
     if not 0.0 <= m.dropout < 1.0:
-        bad("model.dropout", m.dropout, "must lie in [0, 1)")
+        check.bad("model.dropout", m.dropout, "must lie in [0, 1)")
     if m.name == "mlp" and (not m.hidden or any(h < 1 for h in m.hidden)):
-        bad("model.hidden", list(m.hidden), "positive layer widths, at least one")
+        check.bad("model.hidden", list(m.hidden), "positive layer widths, at least one")
 
+
+@register_validator("optimizer")
+def _check_optimizer(c: DictConfig, check: Checks) -> None:
     o = c.optimizer
-    choice("optimizer.name", o.name, OPTIMIZERS)
-    positive("optimizer.lr", o.lr)
-    positive("optimizer.momentum", o.momentum, zero=True)
-    positive("optimizer.weight_decay", o.weight_decay, zero=True)
-    positive("optimizer.grad_clip", o.grad_clip, allow_none=True)
+    check.choice("optimizer.name", o.name, OPTIMIZERS)
+    check.positive("optimizer.lr", o.lr)
+    check.positive("optimizer.momentum", o.momentum, zero=True)
+    check.positive("optimizer.weight_decay", o.weight_decay, zero=True)
+    check.positive("optimizer.grad_clip", o.grad_clip, allow_none=True)
+
+
+@register_validator("algorithm")
+def _check_algorithm(c: DictConfig, check: Checks) -> None:
+    from fairgames.game import PRESETS
+    from fairgames.game.players import MULTIPLIER_PLAYERS
+    from fairgames.rates.surrogates import KINDS
 
     a = c.algorithm
-    choice("algorithm.name", a.name, PRESETS)
+    check.choice("algorithm.name", a.name, PRESETS)
     if a.multipliers is not None:
-        choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
-    positive("algorithm.multiplier_lr", a.multiplier_lr, allow_none=True)
-    positive("algorithm.radius", a.radius, allow_none=True)
+        check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
+    check.positive("algorithm.multiplier_lr", a.multiplier_lr, allow_none=True)
+    check.positive("algorithm.radius", a.radius, allow_none=True)
     strategy = a.multipliers or (PRESETS[a.name].multipliers if a.name in PRESETS else None)
     if a.multiplier_optimizer is not None:
-        choice("algorithm.multiplier_optimizer", a.multiplier_optimizer, MULTIPLIER_OPTIMIZERS)
+        check.choice("algorithm.multiplier_optimizer", a.multiplier_optimizer,
+                     MULTIPLIER_OPTIMIZERS)
         if strategy != "gradient_ascent":
-            bad("algorithm.multiplier_optimizer", a.multiplier_optimizer,
-                f"steps a gradient_ascent λ-player; algorithm={a.name} plays {strategy}: "
-                "leave it null or set algorithm.multipliers=gradient_ascent")
+            check.bad("algorithm.multiplier_optimizer", a.multiplier_optimizer,
+                      f"steps a gradient_ascent λ-player; algorithm={a.name} plays {strategy}: "
+                      "leave it null or set algorithm.multipliers=gradient_ascent")
     if a.radius is not None and strategy == "swap_regret":
-        bad("algorithm.radius", a.radius, "the swap-regret λ-player (proxy_lagrangian) has no "
-            "radius; leave it null or pick another algorithm")
-    positive("algorithm.slack_lr", a.slack_lr)
-    positive("algorithm.psi_steps", a.psi_steps, integer=True)
-    positive("algorithm.theta_steps", a.theta_steps, integer=True)
-    choice("algorithm.surrogate", a.surrogate, KINDS)
+        check.bad("algorithm.radius", a.radius, "the swap-regret λ-player (proxy_lagrangian) "
+                  "has no radius; leave it null or pick another algorithm")
+    check.positive("algorithm.slack_lr", a.slack_lr)
+    check.positive("algorithm.psi_steps", a.psi_steps, integer=True)
+    check.positive("algorithm.theta_steps", a.theta_steps, integer=True)
+    check.choice("algorithm.surrogate", a.surrogate, KINDS)
     if not 0.0 < a.ratio_floor < 1.0:
-        bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
+        check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
 
+
+@register_validator("trainer")
+def _check_trainer_loop(c: DictConfig, check: Checks) -> None:
+    """Steps, batches, device and intervals."""
     t = c.trainer
     if t.epochs is None:
-        positive("trainer.steps", t.steps, integer=True)
+        check.positive("trainer.steps", t.steps, integer=True)
     else:
-        positive("trainer.epochs", t.epochs)
-    positive("trainer.batch_size", t.batch_size, allow_none=True, integer=True)
+        check.positive("trainer.epochs", t.epochs)
+    check.positive("trainer.batch_size", t.batch_size, allow_none=True, integer=True)
     if t.balanced_batches and t.batch_size is None:
-        bad("trainer.balanced_batches", True, "needs a trainer.batch_size")
-    choice("trainer.device", t.device, DEVICES)
+        check.bad("trainer.balanced_batches", True, "needs a trainer.batch_size")
+    check.choice("trainer.device", t.device, DEVICES)
     if t.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            bad("trainer.device", "cuda", "CUDA is not available on this machine (use auto or "
-                "cpu)")
-    positive("trainer.log_every", t.log_every, integer=True)
-    positive("trainer.snapshot_every", t.snapshot_every, integer=True)
-    positive("trainer.max_snapshots", t.max_snapshots, integer=True)
-    positive("trainer.checkpoint_every", t.checkpoint_every, integer=True, zero=True)
-    positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
-    positive("trainer.eval_chunk", t.eval_chunk, integer=True)
-    choice("trainer.selection_split", t.selection_split, SPLITS)
+            check.bad("trainer.device", "cuda", "CUDA is not available on this machine (use "
+                      "auto or cpu)")
+    check.positive("trainer.log_every", t.log_every, integer=True)
+    check.positive("trainer.snapshot_every", t.snapshot_every, integer=True)
+    check.positive("trainer.max_snapshots", t.max_snapshots, integer=True)
+    check.positive("trainer.checkpoint_every", t.checkpoint_every, integer=True, zero=True)
+    check.positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
+    check.positive("trainer.eval_chunk", t.eval_chunk, integer=True)
+
+
+@register_validator("trainer")
+def _check_trainer_data(c: DictConfig, check: Checks) -> None:
+    """Where the game sees the constraints, how solutions are chosen, resuming."""
+    from fairgames.game import PRESETS
+
+    t, a = c.trainer, c.algorithm
+    check.choice("trainer.selection_split", t.selection_split, SPLITS)
     # Test stays out of training: the multipliers play on training or validation rows only.
-    choice("trainer.constraint_split", t.constraint_split, CONSTRAINT_SPLITS)
+    check.choice("trainer.constraint_split", t.constraint_split, CONSTRAINT_SPLITS)
     if not 0.0 < t.constraint_fraction < 1.0:
-        bad("trainer.constraint_fraction", t.constraint_fraction, "must lie in (0, 1)")
+        check.bad("trainer.constraint_fraction", t.constraint_fraction, "must lie in (0, 1)")
     if (t.constraint_split != "train" and a.name in PRESETS
             and PRESETS[a.name].theta == "best_response"):
-        bad("trainer.constraint_split", t.constraint_split,
-            f"algorithm={a.name} plays θ by best response, which computes the multipliers' "
-            "step itself; a held-out split needs a gradient θ-player")
-    choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
-    choice("trainer.stochastic", t.stochastic, STOCHASTIC)
+        check.bad("trainer.constraint_split", t.constraint_split,
+                  f"algorithm={a.name} plays θ by best response, which computes the "
+                  "multipliers' step itself; a held-out split needs a gradient θ-player")
+    check.choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
+    check.choice("trainer.stochastic", t.stochastic, STOCHASTIC)
     if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):
-        bad("trainer.resume", t.resume, "true, false or a checkpoint path")
+        check.bad("trainer.resume", t.resume, "true, false or a checkpoint path")
+
+
+@register_validator("seed")
+def _check_seed(c: DictConfig, check: Checks) -> None:
     if isinstance(c.seed, bool) or not isinstance(c.seed, int) or c.seed < 0:
-        bad("seed", c.seed, "a non-negative integer")
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+        check.bad("seed", c.seed, "a non-negative integer")

@@ -25,7 +25,8 @@ Example:
     >>> problem = Problem(error_rate(), [(tpr("1") >= tpr("0") - 0.1).named("eo")])
     >>> model = torch.nn.Linear(3, 1)
     >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
-    >>> engine = Engine(model, copt, train, protected="group", steps=20, log_every=10)
+    >>> engine = Engine(model, copt, GameData(train, "group"), steps=20,
+    ...                 logging=LogSettings(every=10))
     >>> engine.run()
     >>> engine.step, [h["step"] for h in engine.history]
     (20, [10, 20])
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,38 +58,114 @@ ENGINE_FORMAT = 2
 (:data:`fairgames.game.optimizer.CHECKPOINT_FORMAT` 2)."""
 
 
-class Engine:
-    """Trains ``model`` with ``copt`` on the training split ``train``.
+@dataclass(frozen=True)
+class GameData:
+    """The rows the game plays on.
 
-    Args:
-        model: any ``nn.Module`` mapping features ``[B, D]`` to scores ``[B]`` (or ``[B, 1]``).
-        copt: the :class:`~fairgames.game.ConstrainedOptimizer` over the model's optimizer.
-        train: the training split, already on the model's device.
-        protected: the attribute whose per-group rates are logged.
-        steps: number of game steps.
-        batch_size: rows per step; ``None`` is the full batch.
-        balanced_batches: draw every group equally (re-weighted to the population).
-        seed: seed of the minibatch order.
+    Attributes:
+        train: the θ-player's training split, already on the model's device.
+        protected: the attribute whose per-group rates are logged (and batches balanced by).
         baseline_scores: ``[N]`` scores of a baseline model on ``train`` (churn problems).
-        log_every, snapshot_every, checkpoint_every: intervals (``checkpoint_every=0``
-            disables periodic checkpoints).
-        max_snapshots, snapshot_strategy: how many snapshots are kept and how
-            (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded
-            uniform sample of all snapshots, or ``"uniform_stride"``, evenly spaced).
-        grad_clip: clip the model's gradient norm (``None``: off).
-        run_dir: where checkpoints (and TensorBoard events, through ``logger``) go.
-        logger: a :class:`RunLogger` (``None``: no TensorBoard).
-        progress: show a tqdm progress bar.
-        on_checkpoint: ``fn(state)`` adding run-level items to each checkpoint.
         heldout: a split the multipliers and slacks play on instead of the θ-player's batches
             (Cotter et al. 2019's two-dataset game,
             :meth:`~fairgames.game.ConstrainedOptimizer.record_heldout`): each step scores it
             without gradients in eval mode — all of it when training is full-batch, else a
-            minibatch of ``batch_size`` rows from its own seeded sampler. ``None``: off. The
+            minibatch of the batch size from its own seeded sampler. ``None``: off. The
             logged constraint values are then the held-out ones, and the last training
             batch's true values are logged beside them (``constraints_batch``; TensorBoard
             ``constraint/<name>/batch_value``).
         heldout_baseline_scores: ``[N]`` baseline scores on ``heldout`` (churn problems).
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> splits = make_synthetic(n=300, d=3, seed=0)
+        >>> data = GameData(splits.train, "group", heldout=splits.validation)
+        >>> data.protected, data.heldout is splits.validation
+        ('group', True)
+    """
+
+    train: TabularDataset
+    protected: str
+    baseline_scores: torch.Tensor | None = None
+    heldout: TabularDataset | None = None
+    heldout_baseline_scores: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """Rows per step: ``size`` (``None``: the full batch), ``balanced`` (draw every group
+    equally, re-weighted to the population) and the ``seed`` of the minibatch order.
+
+    Example:
+        >>> BatchSettings(size=64).balanced, BatchSettings().size
+        (False, None)
+    """
+
+    size: int | None = None
+    balanced: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """Logging: every ``every`` steps (the only place the loop reads device values), to a
+    :class:`RunLogger` (``None``: no TensorBoard), with a tqdm bar if ``progress``.
+
+    Example:
+        >>> LogSettings(every=10).every, LogSettings().logger
+        (10, None)
+    """
+
+    every: int = 50
+    logger: RunLogger | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """The iterates kept for the stochastic model and the best iterate: one every ``every``
+    steps, at most ``max_kept`` of them, thinned by ``strategy``
+    (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded uniform
+    sample of all snapshots, or ``"uniform_stride"``, evenly spaced).
+
+    Example:
+        >>> SnapshotSettings(every=5, max_kept=4).strategy
+        'reservoir'
+    """
+
+    every: int = 10
+    max_kept: int = 100
+    strategy: str = "reservoir"
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Checkpoints: every ``every`` steps (0: only when :meth:`Engine.save_checkpoint` is
+    called) into ``run_dir`` (``None``: never written); ``on_save(state)`` adds run-level
+    items to each one.
+
+    Example:
+        >>> CheckpointSettings().every, CheckpointSettings().run_dir
+        (0, None)
+    """
+
+    every: int = 0
+    run_dir: Path | None = None
+    on_save: Callable[[dict[str, Any]], None] | None = None
+
+
+class Engine:
+    """Trains ``model`` with ``copt`` on ``data``.
+
+    Args:
+        model: any ``nn.Module`` mapping features ``[B, D]`` to scores ``[B]`` (or ``[B, 1]``).
+        copt: the :class:`~fairgames.game.ConstrainedOptimizer` over the model's optimizer.
+        data: the training split, the protected attribute and optionally baseline scores and
+            a held-out split for the multipliers (:class:`GameData`).
+        steps: number of game steps.
+        grad_clip: clip the model's gradient norm (``None``: off).
+        batches, logging, snapshots, checkpoints: :class:`BatchSettings`,
+            :class:`LogSettings`, :class:`SnapshotSettings`, :class:`CheckpointSettings`.
 
     Example:
         >>> import torch
@@ -98,57 +176,40 @@ class Engine:
         >>> model = torch.nn.Linear(3, 1)
         >>> problem = Problem(error_rate(), [(positive_prediction_rate() >= 0.2).named("ppr")])
         >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
-        >>> engine = Engine(model, copt, train, protected="group", steps=6, batch_size=64,
-        ...                 log_every=3)
+        >>> engine = Engine(model, copt, GameData(train, "group"), steps=6,
+        ...                 batches=BatchSettings(size=64), logging=LogSettings(every=3))
         >>> engine.run()
         >>> engine.step, [h["step"] for h in engine.history]
         (6, [3, 6])
     """
 
-    def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer,
-                 train: TabularDataset, *, protected: str, steps: int,
-                 batch_size: int | None = None, balanced_batches: bool = False, seed: int = 0,
-                 baseline_scores: torch.Tensor | None = None, log_every: int = 50,
-                 snapshot_every: int = 10, max_snapshots: int = 100,
-                 snapshot_strategy: str = "reservoir", checkpoint_every: int = 0,
-                 grad_clip: float | None = None,
-                 run_dir: Path | None = None, logger: RunLogger | None = None,
-                 progress: bool = False,
-                 on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
-                 heldout: TabularDataset | None = None,
-                 heldout_baseline_scores: torch.Tensor | None = None) -> None:
-        if protected not in train.groups:
-            raise ValueError(f"protected attribute {protected!r} is not in the data "
-                             f"({sorted(train.groups)})")
-        if heldout is not None and protected not in heldout.groups:
-            raise ValueError(f"protected attribute {protected!r} is not in the held-out data "
-                             f"({sorted(heldout.groups)})")
-        if heldout is not None and isinstance(copt.theta, BestResponsePlayer):
-            raise ValueError("a held-out split for the multipliers needs a gradient θ-player; "
-                             f"{copt.preset.name!r} plays θ by best response")
-        if (heldout is not None and baseline_scores is not None
-                and heldout_baseline_scores is None):
-            raise ValueError("the problem reads baseline scores: pass heldout_baseline_scores "
-                             "for the held-out split too")
+    def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer, data: GameData, *,
+                 steps: int, grad_clip: float | None = None,
+                 batches: BatchSettings = BatchSettings(),
+                 logging: LogSettings = LogSettings(),
+                 snapshots: SnapshotSettings = SnapshotSettings(),
+                 checkpoints: CheckpointSettings = CheckpointSettings()) -> None:
+        _check_data(data, copt)
+        train, heldout, protected = data.train, data.heldout, data.protected
         self.model, self.copt, self.train = model, copt, train
         self.protected = protected
         self.steps = int(steps)
+        batch_size, balanced_by = batches.size, protected if batches.balanced else None
         self.full_batch = batch_size is None or batch_size >= len(train)
         self.sampler = None if self.full_batch else MinibatchSampler(
-            train, batch_size, seed=seed, balanced_by=protected if balanced_batches else None)
-        self.heldout, self.heldout_baseline_scores = heldout, heldout_baseline_scores
+            train, batch_size, seed=batches.seed, balanced_by=balanced_by)
+        self.heldout, self.heldout_baseline_scores = heldout, data.heldout_baseline_scores
         # Its own seed, so that the training minibatches do not depend on whether it is on.
         self.heldout_sampler = None if (heldout is None or self.full_batch
                                         or batch_size >= len(heldout)) else MinibatchSampler(
-            heldout, batch_size, seed=seed + 1,
-            balanced_by=protected if balanced_batches else None)
-        self.baseline_scores = baseline_scores
-        self.log_every, self.checkpoint_every = int(log_every), int(checkpoint_every)
+            heldout, batch_size, seed=batches.seed + 1, balanced_by=balanced_by)
+        self.baseline_scores = data.baseline_scores
+        self.log_every, self.checkpoint_every = int(logging.every), int(checkpoints.every)
         self.grad_clip = grad_clip
-        self.run_dir, self.logger = run_dir, logger
-        self.progress, self.on_checkpoint = progress, on_checkpoint
-        self.snapshots = SnapshotRecorder(model, snapshot_every, max_snapshots,
-                                          snapshot_strategy, seed=seed)
+        self.run_dir, self.logger = checkpoints.run_dir, logging.logger
+        self.progress, self.on_checkpoint = logging.progress, checkpoints.on_save
+        self.snapshots = SnapshotRecorder(model, snapshots.every, snapshots.max_kept,
+                                          snapshots.strategy, seed=batches.seed)
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -354,6 +415,24 @@ class Engine:
         path = self.run_dir / CHECKPOINT_NAME
         save_atomic(state, path)
         return path
+
+
+def _check_data(data: GameData, copt: ConstrainedOptimizer) -> None:
+    """Refuse game data the engine cannot play, naming what to change."""
+    protected, heldout = data.protected, data.heldout
+    if protected not in data.train.groups:
+        raise ValueError(f"protected attribute {protected!r} is not in the data "
+                         f"({sorted(data.train.groups)})")
+    if heldout is not None and protected not in heldout.groups:
+        raise ValueError(f"protected attribute {protected!r} is not in the held-out data "
+                         f"({sorted(heldout.groups)})")
+    if heldout is not None and isinstance(copt.theta, BestResponsePlayer):
+        raise ValueError("a held-out split for the multipliers needs a gradient θ-player; "
+                         f"{copt.preset.name!r} plays θ by best response")
+    if (heldout is not None and data.baseline_scores is not None
+            and data.heldout_baseline_scores is None):
+        raise ValueError("the problem reads baseline scores: pass heldout_baseline_scores "
+                         "for the held-out split too")
 
 
 def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,

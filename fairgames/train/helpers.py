@@ -23,7 +23,7 @@ from fairgames.problems import Environment, compile_expression
 from fairgames.rates import error_rate
 
 from .config import ConfigError, TrainerConfig
-from .engine import Engine
+from .engine import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 from .evaluation import SolutionEvaluator
 
 MODEL_FILE = "final.pt"
@@ -48,9 +48,10 @@ def train_unconstrained(model_factory: ModelFactory, optimizer_factory: Optimize
     model = model_factory()
     copt = ConstrainedOptimizer(Problem(error_rate()), optimizer_factory(model.parameters()),
                                 preset="lagrangian")
-    engine = Engine(model, copt, train, protected=protected, steps=steps,
-                    batch_size=trainer.batch_size, seed=seed, log_every=steps,
-                    snapshot_every=steps, max_snapshots=2)
+    engine = Engine(model, copt, GameData(train, protected), steps=steps,
+                    batches=BatchSettings(size=trainer.batch_size, seed=seed),
+                    logging=LogSettings(every=steps),
+                    snapshots=SnapshotSettings(every=steps, max_kept=2))
     engine.run()
     return model
 

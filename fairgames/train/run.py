@@ -57,7 +57,15 @@ from .config import (
     validate,
 )
 from .data import constraint_holdout, load_splits, predict_scores
-from .engine import Engine, unique_names
+from .engine import (
+    BatchSettings,
+    CheckpointSettings,
+    Engine,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+    unique_names,
+)
 from .evaluation import SolutionEvaluator
 from .helpers import (
     ModelFactory,
@@ -153,17 +161,16 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
 
     opt_cfg = OptimizerConfig(**OmegaConf.to_container(cfg.optimizer, resolve=True))
     problem_cfg = OmegaConf.to_container(cfg.problem, resolve=True)
-    spec = _spec_from_config(problem_cfg)
-    return _execute(
-        model_factory=model_factory, optimizer_factory=optimizer_factory(opt_cfg),
-        spec=spec, splits=splits, protected=str(cfg.data.protected),
+    return _execute(RunInputs(
+        model=ModelRecipe(model_factory, optimizer_factory(opt_cfg), grad_clip=opt_cfg.grad_clip,
+                          config={"input_dim": input_dim, **model_cfg}),
+        spec=_spec_from_config(problem_cfg), splits=splits, protected=str(cfg.data.protected),
         algorithm=AlgorithmConfig(**OmegaConf.to_container(cfg.algorithm, resolve=True)),
         trainer=TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True)),
-        seed=seed, run_dir=directory, device=device,
+        seed=seed, device=device, run_dir=directory,
         config=OmegaConf.to_container(cfg, resolve=True),
-        grad_clip=opt_cfg.grad_clip, model_config={"input_dim": input_dim, **model_cfg},
-        baseline_path=problem_cfg.get("baseline_path"),
-        baseline_fraction=float(problem_cfg.get("baseline_fraction", 0.25)))
+        baseline=BaselineSource(path=problem_cfg.get("baseline_path"),
+                                fraction=float(problem_cfg.get("baseline_fraction", 0.25)))))
 
 
 # --------------------------------------------------------------------------- python entry
@@ -198,6 +205,28 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         >>> sorted(result.results["solutions"]["final"]["test"]["constraints"])
         ['ppr_high[0]', 'ppr_high[1]', 'ppr_low[0]', 'ppr_low[1]']
     """
+    algorithm, trainer = _fit_configs(protected, algorithm, trainer, seed)
+    config = {"algorithm": asdict(algorithm), "trainer": asdict(trainer), "seed": seed}
+    device = next(model.parameters()).device
+    if isinstance(problem, str):
+        problem = load_problem(problem)
+    if isinstance(problem, ProblemSpec) and tolerance is not None:
+        problem = dataclasses.replace(problem, tolerance=tolerance)
+    config["problem"] = (asdict(problem) if isinstance(problem, ProblemSpec)
+                         else {"name": "custom", "objective": str(problem.objective)})
+    config["data"] = {"name": splits.metadata.get("name", "custom"), "protected": protected}
+    return _execute(RunInputs(
+        model=_user_model(model, optimizer), spec=problem, splits=splits,
+        protected=protected, algorithm=algorithm, trainer=trainer, seed=seed, device=device,
+        run_dir=Path(run_dir) if run_dir is not None else None, config=clean_numbers(config),
+        baseline=BaselineSource(scores=baseline_scores)))
+
+
+def _fit_configs(protected: str, algorithm: str | Mapping[str, Any] | AlgorithmConfig,
+                 trainer: Mapping[str, Any] | TrainerConfig | None, seed: int
+                 ) -> tuple[AlgorithmConfig, TrainerConfig]:
+    """``fit``'s algorithm and trainer as validated configs (a trainer mapping defaults to no
+    progress bar and no periodic checkpoints)."""
     if isinstance(algorithm, str):
         algorithm = AlgorithmConfig(name=algorithm)
     elif isinstance(algorithm, Mapping):
@@ -206,18 +235,19 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         trainer = TrainerConfig()
     elif isinstance(trainer, Mapping):
         trainer = TrainerConfig(**{"progress": False, "checkpoint_every": 0, **trainer})
-    config = {"algorithm": asdict(algorithm), "trainer": asdict(trainer), "seed": seed}
     structured = OmegaConf.structured(TrainConfig(
         data={"name": "custom", "protected": protected}, algorithm=algorithm, trainer=trainer,
         seed=seed))
     structured.problem.name = "custom"
     structured.problem.objective = "error()"
     validate(structured)
-    device = next(model.parameters()).device
-    if isinstance(problem, str):
-        problem = load_problem(problem)
-    if isinstance(problem, ProblemSpec) and tolerance is not None:
-        problem = dataclasses.replace(problem, tolerance=tolerance)
+    return algorithm, trainer
+
+
+def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
+                ) -> ModelRecipe:
+    """The recipe of ``fit``: the user's module (and optimizer) first, then fresh copies of
+    its initial state (with a fresh optimizer of the same kind) for the helper models."""
     initial = copy.deepcopy(model)
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -237,16 +267,7 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
             return optimizer  # type: ignore[return-value]
         return opt_cls(params, **opt_defaults)
 
-    config["problem"] = (asdict(problem) if isinstance(problem, ProblemSpec)
-                         else {"name": "custom", "objective": str(problem.objective)})
-    config["data"] = {"name": splits.metadata.get("name", "custom"), "protected": protected}
-    return _execute(
-        model_factory=model_factory, optimizer_factory=opt_factory, spec=problem,
-        splits=splits, protected=protected, algorithm=algorithm, trainer=trainer, seed=seed,
-        run_dir=Path(run_dir) if run_dir is not None else None, device=device,
-        config=clean_numbers(config), grad_clip=None, model_config=None,
-        baseline_path=None, baseline_fraction=0.25, baseline_scores=baseline_scores,
-        main_model_first=True)
+    return ModelRecipe(model_factory, opt_factory, first_is_main=True)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -307,7 +328,7 @@ def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
 
 def _game_data(trainer: TrainerConfig, splits: DatasetSplits,
                baselines: Mapping[str, torch.Tensor] | None, protected: str, seed: int
-               ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+               ) -> tuple[GameData, dict[str, Any] | None]:
     """The engine's data for ``trainer.constraint_split``: θ's training rows and their baseline
     scores, and the held-out rows the multipliers play on (none for ``train``); with
     ``holdout`` also the two row sets (indices into the training split) for the run's
@@ -316,20 +337,20 @@ def _game_data(trainer: TrainerConfig, splits: DatasetSplits,
     base = baselines["train"] if baselines else None
     split = trainer.constraint_split
     if split == "train":
-        return {"train": train, "baseline_scores": base}, None
+        return GameData(train, protected, baseline_scores=base), None
     if split == "validation":
-        return ({"train": train, "baseline_scores": base, "heldout": splits.validation,
-                 "heldout_baseline_scores": baselines["validation"] if baselines else None},
+        return (GameData(train, protected, baseline_scores=base, heldout=splits.validation,
+                         heldout_baseline_scores=baselines["validation"] if baselines else None),
                 None)
     theta_rows, held_rows = constraint_holdout(train, protected, trainer.constraint_fraction,
                                                seed)
     rows = {"theta_rows": theta_rows.tolist(), "heldout_rows": held_rows.tolist()}
     theta_rows, held_rows = theta_rows.to(train.features.device), held_rows.to(
         train.features.device)
-    return ({"train": train.subset(theta_rows),
-             "baseline_scores": base[theta_rows] if base is not None else None,
-             "heldout": train.subset(held_rows),
-             "heldout_baseline_scores": base[held_rows] if base is not None else None},
+    return (GameData(train.subset(theta_rows), protected,
+                     baseline_scores=base[theta_rows] if base is not None else None,
+                     heldout=train.subset(held_rows),
+                     heldout_baseline_scores=base[held_rows] if base is not None else None),
             rows)
 
 
@@ -345,75 +366,229 @@ def _diff_config(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
     return out
 
 
-# --------------------------------------------------------------------------- the run
-def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory,
-             spec: ProblemSpec | Problem, splits: DatasetSplits, protected: str,
-             algorithm: AlgorithmConfig, trainer: TrainerConfig, seed: int,
-             run_dir: Path | None, device: torch.device, config: dict[str, Any],
-             grad_clip: float | None, model_config: dict[str, Any] | None,
-             baseline_path: str | None, baseline_fraction: float,
-             baseline_scores: Mapping[str, torch.Tensor] | None = None,
-             main_model_first: bool = False) -> RunResult:
+# --------------------------------------------------------------------------- the pipeline
+# load → helpers → problem → game → train → solutions and reports; each step takes and
+# returns the typed records below.
+@dataclass(frozen=True)
+class ModelRecipe:
+    """How a run makes its models: the main one and the helpers (unconstrained, baseline).
+
+    Attributes:
+        factory: a fresh model per call (seeded, so helpers start where the main model does).
+        optimizer: a torch optimizer over the given parameters.
+        grad_clip: clip the main model's gradient norm (``None``: off).
+        config: the model config saved beside the solutions (``None`` for ``fit``'s modules).
+        first_is_main: the factory's first call is the main model (``fit`` hands over the
+            user's module, so it is drawn before any helper).
+
+    Example:
+        >>> import torch
+        >>> recipe = ModelRecipe(lambda: torch.nn.Linear(2, 1),
+        ...                      optimizer_factory(OptimizerConfig(name="sgd")))
+        >>> type(recipe.optimizer(recipe.factory().parameters())).__name__
+        'SGD'
+    """
+
+    factory: ModelFactory
+    optimizer: OptimizerFactory
+    grad_clip: float | None = None
+    config: dict[str, Any] | None = None
+    first_is_main: bool = False
+
+
+@dataclass(frozen=True)
+class BaselineSource:
+    """A churn problem's baseline: given ``scores`` (``{split: [N]}``), else an earlier run's
+    model at ``path``, else one trained on a seeded ``fraction`` of the training rows.
+
+    Example:
+        >>> BaselineSource().fraction, BaselineSource(path="runs/x").path
+        (0.25, 'runs/x')
+    """
+
+    path: str | None = None
+    fraction: float = 0.25
+    scores: Mapping[str, torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What both entry points (:func:`run`, :func:`fit`) hand the pipeline.
+
+    ``config`` is the run's config as recorded in ``results.json`` and in checkpoints (a
+    resumed run must match it); ``run_dir`` ``None`` writes nothing.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> inputs = RunInputs(ModelRecipe(lambda: torch.nn.Linear(3, 1), torch.optim.Adam),
+        ...                    load_problem("error"), make_synthetic(n=300, d=3, seed=0),
+        ...                    "group", AlgorithmConfig(), TrainerConfig(steps=2, progress=False),
+        ...                    seed=0, device=torch.device("cpu"), run_dir=None, config={})
+        >>> _execute(inputs).results["training"]["steps"]
+        2
+    """
+
+    model: ModelRecipe
+    spec: ProblemSpec | Problem
+    splits: DatasetSplits
+    protected: str
+    algorithm: AlgorithmConfig
+    trainer: TrainerConfig
+    seed: int
+    device: torch.device
+    run_dir: Path | None
+    config: dict[str, Any]
+    baseline: BaselineSource = BaselineSource()
+
+
+@dataclass
+class RunContext:
+    """The loaded run: inputs, the splits on the device, the helper models' step count (over
+    the whole training split), the checkpoint being resumed (or ``None``), the start time,
+    the main model when drawn first, and ``extras`` for :attr:`RunResult.extras`."""
+
+    inputs: RunInputs
+    splits: DatasetSplits
+    steps: int
+    checkpoint: dict[str, Any] | None
+    started: float
+    main_model: torch.nn.Module | None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Helpers:
+    """What the helper models give the problem: ``unconstrained_<metric>`` values (and their
+    ``results.json`` record), and the churn baseline's scores per split (and its record)."""
+
+    values: dict[str, float]
+    unconstrained: dict[str, Any] | None
+    baselines: dict[str, torch.Tensor] | None
+    baseline_info: dict[str, Any] | None
+
+
+@dataclass
+class RunProblem:
+    """The compiled problem, its objective and constraints, and the statements for
+    ``report.md``."""
+
+    problem: Problem
+    objective: Any
+    constraints: list[Any]
+    statements: dict[str, Any]
+
+
+@dataclass
+class Game:
+    """The game ready to play: model, optimizer, engine, logger, the engine's data, the
+    holdout rows file's name (``None``: not written) and the game's step count."""
+
+    model: torch.nn.Module
+    copt: ConstrainedOptimizer
+    engine: Engine
+    logger: RunLogger
+    data: GameData
+    rows_file: str | None
+    steps: int
+
+
+def _execute(inputs: RunInputs) -> RunResult:
+    """Load, train the helpers, compile the problem, play the game, evaluate and report."""
+    ctx = _load(inputs)
+    helpers = _helpers(ctx)
+    built = _compile_problem(ctx, helpers.values)
+    game = _make_game(ctx, helpers, built)
+    try:
+        if not _play(ctx, game):
+            return RunResult(inputs.run_dir, None, game.model, game.engine, stopped=True,
+                             extras=ctx.extras)
+        return _report(ctx, helpers, built, game)
+    finally:
+        game.logger.close()
+
+
+def _load(inputs: RunInputs) -> RunContext:
+    """The splits on the device, the run directory, and the checkpoint a resume continues
+    (refused when written with another config)."""
     started = time.perf_counter()
-    splits = splits.to(device)
-    train = splits.train
+    splits = inputs.splits.to(inputs.device)
+    train, protected, run_dir = splits.train, inputs.protected, inputs.run_dir
     if protected not in train.groups:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
-    steps = _total_steps(trainer, len(train))
+    steps = _total_steps(inputs.trainer, len(train))
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_path = find_checkpoint(trainer.resume, run_dir)
+    ckpt_path = find_checkpoint(inputs.trainer.resume, run_dir)
     ckpt = load_checkpoint(ckpt_path) if ckpt_path is not None else None
     if ckpt is not None:
-        diffs = _diff_config(ckpt["run"]["config"], config)
+        diffs = _diff_config(ckpt["run"]["config"], inputs.config)
         if diffs:
             raise ConfigError("trainer.resume: the checkpoint was written with another config:"
                               "\n  " + "\n  ".join(diffs))
-    extras: dict[str, Any] = {}
-    main_model = model_factory() if main_model_first else None
+    main_model = inputs.model.factory() if inputs.model.first_is_main else None
+    return RunContext(inputs, splits, steps, ckpt, started, main_model)
 
-    # ---- helper models: unconstrained metrics, churn baseline
-    values: dict[str, float] = {}
-    unconstrained: dict[str, Any] | None = None
-    baselines: dict[str, torch.Tensor] | None = None
-    baseline_info: dict[str, Any] | None = None
+
+def _helpers(ctx: RunContext) -> Helpers:
+    """Helper models: the unconstrained metrics and the churn baseline the problem reads."""
+    inputs, spec = ctx.inputs, ctx.inputs.spec
+    helpers = Helpers({}, None, None, None)
     if isinstance(spec, ProblemSpec):
         metrics = spec.unconstrained_metrics()
         if metrics:
-            if ckpt is not None:
-                values = dict(ckpt["run"]["unconstrained"])
-            else:
-                unc = train_unconstrained(model_factory, optimizer_factory, train, protected,
-                                    trainer, seed, steps)
-                scores = predict_scores(unc, train.features, trainer.eval_chunk)
-                values = unconstrained_values(metrics, train, protected, scores)
-            unconstrained = {"steps": steps, "split": "train", "values": values}
-        if spec.needs_baseline() and baseline_scores is None:
-            if baseline_path is not None:
-                base_model = load_baseline(baseline_path, device)
-                baseline_info = {"source": str(baseline_path)}
-            else:
-                n_base = max(1, math.ceil(baseline_fraction * len(train)))
-                baseline_info = {"source": "trained", "fraction": baseline_fraction,
-                                 "rows": n_base, "steps": steps}
-                if ckpt is not None:   # the resumed run reuses the killed run's baseline
-                    base_model = model_factory().to(device)
-                    base_model.load_state_dict(ckpt["run"]["baseline_state"])
-                else:
-                    # An older model that saw less data: a seeded share of the training rows.
-                    g = torch.Generator().manual_seed(seed + 7919)
-                    rows = torch.randperm(len(train), generator=g)[:n_base]
-                    base_model = train_unconstrained(model_factory, optimizer_factory,
-                                               train.subset(rows), protected, trainer, seed,
-                                               steps)
-            extras["baseline_model"] = base_model
-            baselines = {name: predict_scores(base_model, ds.features, trainer.eval_chunk)
-                         for name, ds in splits.items()}
-    if baseline_scores is not None:
-        baselines = {k: v.to(device) for k, v in baseline_scores.items()}
-        baseline_info = {"source": "given"}
+            helpers.values = _unconstrained_values(ctx, metrics)
+            helpers.unconstrained = {"steps": ctx.steps, "split": "train",
+                                     "values": helpers.values}
+        if spec.needs_baseline() and inputs.baseline.scores is None:
+            base_model, helpers.baseline_info = _baseline_model(ctx)
+            ctx.extras["baseline_model"] = base_model
+            helpers.baselines = {
+                name: predict_scores(base_model, ds.features, inputs.trainer.eval_chunk)
+                for name, ds in ctx.splits.items()}
+    if inputs.baseline.scores is not None:
+        helpers.baselines = {k: v.to(inputs.device) for k, v in inputs.baseline.scores.items()}
+        helpers.baseline_info = {"source": "given"}
+    return helpers
 
-    # ---- the problem
+
+def _unconstrained_values(ctx: RunContext, metrics: list[str]) -> dict[str, float]:
+    """Paper 000's UncError metrics: trained now, or the resumed run's."""
+    if ctx.checkpoint is not None:
+        return dict(ctx.checkpoint["run"]["unconstrained"])
+    inputs, train = ctx.inputs, ctx.splits.train
+    unc = train_unconstrained(inputs.model.factory, inputs.model.optimizer, train,
+                              inputs.protected, inputs.trainer, inputs.seed, ctx.steps)
+    scores = predict_scores(unc, train.features, inputs.trainer.eval_chunk)
+    return unconstrained_values(metrics, train, inputs.protected, scores)
+
+
+def _baseline_model(ctx: RunContext) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The churn baseline (loaded, resumed or trained) and its ``results.json`` record."""
+    inputs, train, ckpt = ctx.inputs, ctx.splits.train, ctx.checkpoint
+    source, seed = inputs.baseline, inputs.seed
+    if source.path is not None:
+        return load_baseline(source.path, inputs.device), {"source": str(source.path)}
+    n_base = max(1, math.ceil(source.fraction * len(train)))
+    info = {"source": "trained", "fraction": source.fraction, "rows": n_base,
+            "steps": ctx.steps}
+    if ckpt is not None:   # the resumed run reuses the killed run's baseline
+        base_model = inputs.model.factory().to(inputs.device)
+        base_model.load_state_dict(ckpt["run"]["baseline_state"])
+        return base_model, info
+    # An older model that saw less data: a seeded share of the training rows.
+    g = torch.Generator().manual_seed(seed + 7919)
+    rows = torch.randperm(len(train), generator=g)[:n_base]
+    base_model = train_unconstrained(inputs.model.factory, inputs.model.optimizer,
+                                     train.subset(rows), inputs.protected, inputs.trainer, seed,
+                                     ctx.steps)
+    return base_model, info
+
+
+def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem:
+    """The game's :class:`Problem` (a spec compiled against the training groups, or the one
+    given) and the statements ``report.md`` quotes."""
+    spec, algorithm, train = ctx.inputs.spec, ctx.inputs.algorithm, ctx.splits.train
+    protected = ctx.inputs.protected
     if isinstance(spec, ProblemSpec):
         built = spec.build(protected, train.group_names, values,
                            train.group_counts(protected))
@@ -431,17 +606,21 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         constraints = list(problem.constraints.values())
         statements = {"name": "custom", "objective": str(objective),
                       "constraints": {n: str(c) for n, c in problem.constraints.items()}}
+    return RunProblem(problem, objective, constraints, statements)
 
-    # ---- model and game
-    model = main_model if main_model is not None else model_factory()
-    model = model.to(device)
-    opt = optimizer_factory(model.parameters())
+
+def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, ConstrainedOptimizer]:
+    """The main model on the device and the game over its optimizer."""
+    recipe, algorithm = ctx.inputs.model, ctx.inputs.algorithm
+    model = ctx.main_model if ctx.main_model is not None else recipe.factory()
+    model = model.to(ctx.inputs.device)
+    opt = recipe.optimizer(model.parameters())
     preset = get_preset(algorithm.name)
     theta = (BestResponsePlayer(steps=algorithm.theta_steps)
              if preset.theta == "best_response" else None)
     try:
         copt = ConstrainedOptimizer(
-            problem, opt, preset=preset, multipliers=algorithm.multipliers,
+            built.problem, opt, preset=preset, multipliers=algorithm.multipliers,
             multiplier_options=_multiplier_options(algorithm.multiplier_optimizer),
             multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
             slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
@@ -449,16 +628,49 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.
         raise ConfigError(f"algorithm={algorithm.name} cannot play problem="
-                          f"{statements['name']}: {e}") from e
+                          f"{built.statements['name']}: {e}") from e
+    return model, copt
+
+
+def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
+    """Players, logger, the engine's data (holdout rows recorded) and the engine, resumed
+    from the checkpoint if any."""
+    inputs, ckpt = ctx.inputs, ctx.checkpoint
+    trainer, run_dir = inputs.trainer, inputs.run_dir
+    model, copt = _players(ctx, built)
     logger = RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
                        purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
-    base_state = extras["baseline_model"].state_dict() if "baseline_model" in extras else None
+    base = ctx.extras.get("baseline_model")
+    run_state = {"config": inputs.config, "unconstrained": helpers.values,
+                 "baseline_state": base.state_dict() if base is not None else None}
 
     def add_run_state(state: dict[str, Any]) -> None:
-        state["run"] = {"config": config, "unconstrained": values,
-                        "baseline_state": base_state}
+        state["run"] = dict(run_state)
 
-    game_data, holdout_rows = _game_data(trainer, splits, baselines, protected, seed)
+    data, holdout_rows = _game_data(trainer, ctx.splits, helpers.baselines, inputs.protected,
+                                    inputs.seed)
+    rows_file = _write_holdout_rows(run_dir, trainer, holdout_rows)
+    # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
+    steps = _total_steps(trainer, len(data.train))
+    engine = Engine(
+        model, copt, data, steps=steps, grad_clip=inputs.model.grad_clip,
+        batches=BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,
+                              seed=inputs.seed),
+        logging=LogSettings(every=trainer.log_every, logger=logger,
+                            progress=trainer.progress),
+        snapshots=SnapshotSettings(every=trainer.snapshot_every,
+                                   max_kept=trainer.max_snapshots,
+                                   strategy=trainer.snapshot_strategy),
+        checkpoints=CheckpointSettings(every=trainer.checkpoint_every, run_dir=run_dir,
+                                       on_save=add_run_state))
+    if ckpt is not None:
+        engine.load_state_dict(ckpt["engine"])
+    return Game(model, copt, engine, logger, data, rows_file, steps)
+
+
+def _write_holdout_rows(run_dir: Path | None, trainer: TrainerConfig,
+                        holdout_rows: dict[str, Any] | None) -> str | None:
+    """Write the holdout game's two row sets; their file's name, or ``None`` if none."""
     rows_file = HOLDOUT_ROWS_FILE if holdout_rows is not None and run_dir is not None else None
     if rows_file is not None:
         # which training rows θ fits and which the multipliers see (recomputable from the
@@ -466,61 +678,67 @@ def _execute(*, model_factory: ModelFactory, optimizer_factory: OptimizerFactory
         (run_dir / rows_file).write_text(json.dumps(
             {"indices_into": "train", "fraction": trainer.constraint_fraction,
              **holdout_rows}, separators=(",", ":")) + "\n")
-    # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
-    steps = _total_steps(trainer, len(game_data["train"]))
-    engine = Engine(
-        model, copt, protected=protected, steps=steps,
-        batch_size=trainer.batch_size, balanced_batches=trainer.balanced_batches, seed=seed,
-        log_every=trainer.log_every, snapshot_every=trainer.snapshot_every,
-        max_snapshots=trainer.max_snapshots, snapshot_strategy=trainer.snapshot_strategy,
-        checkpoint_every=trainer.checkpoint_every,
-        grad_clip=grad_clip, run_dir=run_dir, logger=logger, progress=trainer.progress,
-        on_checkpoint=add_run_state, **game_data)
-    if ckpt is not None:
-        engine.load_state_dict(ckpt["engine"])
-    try:
-        engine.run(stop_after=trainer.stop_after)
-        if engine.step < steps:
-            return RunResult(run_dir, None, model, engine, stopped=True, extras=extras)
-        if trainer.checkpoint_every:
-            engine.save_checkpoint()
+    return rows_file
 
-        # ---- solutions
-        evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
-        results, choice, solutions = evaluate_solutions(engine, evaluator, splits, baselines,
-                                                        trainer)
-        extras["solutions"] = solutions
-        training = {
-            "steps": engine.step,
-            "preset": copt.preset.name,
-            "multipliers": dict(zip(unique_names(copt.terms.row_names),
-                                    copt.weights()[1].tolist(), strict=True)),
-            "objective_weight": float(copt.weights()[0]),
-            "slacks": (dict(zip(unique_names(copt.terms.slack_names),
-                                copt.last.slacks.tolist(), strict=True))
-                       if copt.last is not None else {}),
-            "likely_infeasible": bool(copt.likely_infeasible()),
-            "seconds": time.perf_counter() - started,
-            "snapshots": {"steps": list(engine.snapshots.steps)},
-            **choice,
-            "unconstrained": unconstrained,
-            "baseline": baseline_info,
-            "constraint_data": {
-                "split": trainer.constraint_split,
-                "theta_rows": len(game_data["train"]),
-                "heldout_rows": len(game_data["heldout"]) if "heldout" in game_data else 0,
-                "rows_file": rows_file},
-            "problem": {"constraints": list(problem.constraint_names),
-                        "multiplier_rows": unique_names(copt.terms.row_names),
-                        "slacks": unique_names(copt.terms.slack_names)},
-        }
-        out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,
-                             "env": environment(device), "solutions": results,
-                             "training": training})
-        validate_results(out)
-        if run_dir is not None:
-            write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,
-                          logger, trainer)
-        return RunResult(run_dir, out, model, engine, extras=extras)
-    finally:
-        logger.close()
+
+def _play(ctx: RunContext, game: Game) -> bool:
+    """Play to the end (True), or stop at ``trainer.stop_after`` as a kill would (False)."""
+    trainer, engine = ctx.inputs.trainer, game.engine
+    engine.run(stop_after=trainer.stop_after)
+    if engine.step < game.steps:
+        return False
+    if trainer.checkpoint_every:
+        engine.save_checkpoint()
+    return True
+
+
+def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) -> RunResult:
+    """Evaluate the three solutions, validate ``results.json`` and write the outputs."""
+    inputs, splits, baselines = ctx.inputs, ctx.splits, helpers.baselines
+    objective, constraints, statements = built.objective, built.constraints, built.statements
+    protected, trainer, run_dir = inputs.protected, inputs.trainer, inputs.run_dir
+    config, device, model_config = inputs.config, inputs.device, inputs.model.config
+    engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
+    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
+    results, choice, solutions = evaluate_solutions(engine, evaluator, splits, baselines,
+                                                    trainer)
+    ctx.extras["solutions"] = solutions
+    training = _training_record(ctx, helpers, built, game, choice)
+    out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,
+                         "env": environment(device), "solutions": results,
+                         "training": training})
+    validate_results(out)
+    if run_dir is not None:
+        write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,
+                      logger, trainer)
+    return RunResult(run_dir, out, model, engine, extras=ctx.extras)
+
+
+def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game,
+                     choice: Mapping[str, Any]) -> dict[str, Any]:
+    """``results.json``'s ``training`` section: the game's end state and how it was set up."""
+    engine, copt, data, problem = game.engine, game.copt, game.data, built.problem
+    return {
+        "steps": engine.step,
+        "preset": copt.preset.name,
+        "multipliers": dict(zip(unique_names(copt.terms.row_names),
+                                copt.weights()[1].tolist(), strict=True)),
+        "objective_weight": float(copt.weights()[0]),
+        "slacks": (dict(zip(unique_names(copt.terms.slack_names),
+                            copt.last.slacks.tolist(), strict=True))
+                   if copt.last is not None else {}),
+        "likely_infeasible": bool(copt.likely_infeasible()),
+        "seconds": time.perf_counter() - ctx.started,
+        "snapshots": {"steps": list(engine.snapshots.steps)},
+        **choice,
+        "unconstrained": helpers.unconstrained,
+        "baseline": helpers.baseline_info,
+        "constraint_data": {
+            "split": ctx.inputs.trainer.constraint_split,
+            "theta_rows": len(data.train),
+            "heldout_rows": len(data.heldout) if data.heldout is not None else 0,
+            "rows_file": game.rows_file},
+        "problem": {"constraints": list(problem.constraint_names),
+                    "multiplier_rows": unique_names(copt.terms.row_names),
+                    "slacks": unique_names(copt.terms.slack_names)},
+    }

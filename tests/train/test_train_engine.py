@@ -21,7 +21,14 @@ from fairgames.game.solutions import StochasticModel, load_solution
 from fairgames.models import build_model
 from fairgames.problems import load_problem
 from fairgames.rates import no_host_sync
-from fairgames.train import Engine, load_schema
+from fairgames.train import (
+    BatchSettings,
+    Engine,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+    load_schema,
+)
 from fairgames.train.data import load_splits
 
 
@@ -263,8 +270,9 @@ def test_a_training_step_makes_no_host_sync(batch_size, problem):
     # SGD: torch's Adam reads its step counter on the host (flagged by the CPU guard).
     copt = ConstrainedOptimizer(Problem(built.objective, built.constraints),
                                 torch.optim.SGD(model.parameters(), lr=0.1))
-    engine = Engine(model, copt, splits.train, protected="group", steps=50,
-                    batch_size=batch_size, log_every=1000, snapshot_every=2, max_snapshots=4)
+    engine = Engine(model, copt, GameData(splits.train, "group"), steps=50,
+                    batches=BatchSettings(size=batch_size), logging=LogSettings(every=1000),
+                    snapshots=SnapshotSettings(every=2, max_kept=4))
     engine.train_step()          # the first step compiles the evaluation plan (host work)
     with no_host_sync():
         for _ in range(12):      # crosses an epoch boundary and thins the snapshots

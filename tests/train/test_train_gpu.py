@@ -11,7 +11,7 @@ from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.problems import load_problem
 from fairgames.rates import no_host_sync
-from fairgames.train import Engine, run
+from fairgames.train import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings, run
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -27,9 +27,10 @@ def _engine(problem: str, batch_size: int | None, optimizer: str, heldout: bool 
     opt = (torch.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
            else torch.optim.Adam(model.parameters(), lr=0.01))
     copt = ConstrainedOptimizer(Problem(built.objective, built.constraints), opt)
-    return Engine(model, copt, splits.train, protected="group", steps=100,
-                  batch_size=batch_size, log_every=1000, snapshot_every=2, max_snapshots=4,
-                  heldout=splits.validation if heldout else None)
+    data = GameData(splits.train, "group", heldout=splits.validation if heldout else None)
+    return Engine(model, copt, data, steps=100, batches=BatchSettings(size=batch_size),
+                  logging=LogSettings(every=1000),
+                  snapshots=SnapshotSettings(every=2, max_kept=4))
 
 
 @pytest.mark.parametrize("problem, batch_size, heldout", [

@@ -18,7 +18,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, group, no_host_sync, true_positive_rate
-from fairgames.train import ConfigError, Engine
+from fairgames.train import (
+    BatchSettings,
+    ConfigError,
+    Engine,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+)
 from fairgames.train.config import validate
 from fairgames.train.data import constraint_holdout, load_splits, predict_scores
 
@@ -40,9 +47,10 @@ def _engine(splits, heldout: bool, batch_size: int | None = None, steps: int = 1
     torch.manual_seed(0)
     model = torch.nn.Linear(5, 1)
     copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1))
-    engine = Engine(model, copt, splits.train, protected="group", steps=steps,
-                    batch_size=batch_size, log_every=1, snapshot_every=1, max_snapshots=4,
-                    heldout=splits.validation if heldout else None)
+    data = GameData(splits.train, "group", heldout=splits.validation if heldout else None)
+    engine = Engine(model, copt, data, steps=steps, batches=BatchSettings(size=batch_size),
+                    logging=LogSettings(every=1),
+                    snapshots=SnapshotSettings(every=1, max_kept=4))
     return model, engine
 
 
@@ -153,8 +161,8 @@ def test_constraint_split_config_errors(compose_cfg, tmp_path):
     copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1),
                                 preset="algorithm1")
     with pytest.raises(ValueError, match="gradient θ-player"):
-        Engine(model, copt, splits.train, protected="group", steps=1,
-               heldout=splits.validation)
+        Engine(model, copt, GameData(splits.train, "group", heldout=splits.validation),
+               steps=1)
 
 
 def test_a_run_on_the_two_dataset_game_logs_validation_violations(train_run):
@@ -272,7 +280,7 @@ def test_a_heldout_split_that_cannot_measure_a_rate_is_refused_before_training()
     copt = ConstrainedOptimizer(_tpr_parity(), torch.optim.SGD(model.parameters(), lr=0.1))
     with pytest.raises(ValueError, match="held-out split .* cannot measure the constraints: "
                                          "no example"):
-        Engine(model, copt, splits.train, protected="group", steps=1, heldout=no_positives)
+        Engine(model, copt, GameData(splits.train, "group", heldout=no_positives), steps=1)
 
 
 def test_the_plain_game_records_that_the_multipliers_played_on_thetas_rows(eo_run):
