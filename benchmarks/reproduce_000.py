@@ -32,9 +32,12 @@ theorems) is reported in tables of its own. UncError's θ rate is chosen by vali
 its training error sets the Table 3 bound (``problem.variables``), as the paper's "1.1 ×
 UncError".
 
-Each (data set, split, method, learning rates) is a *cell* saved to
-``<results>/reproduce_000[.quick].cells/<key>.json``; a rerun skips the cells already there
-(resumable), ``--jobs`` worker processes (default 2) run them. Run by hand, not in CI::
+Each (data set, split, method, learning rates) is a *cell*, saved in
+``<results>/reproduce_000[.quick].cells/`` as immutable gzip JSON Lines archives
+(``benchmarks/cell_archive.py``): a run's workers write each finished cell to the folder's
+``pending/`` scratch, packed into one new archive when the run ends (or at the next start,
+after a kill); a rerun skips the cells already saved (resumable), ``--jobs`` worker
+processes (default 2) run them. Run by hand, not in CI::
 
     python benchmarks/reproduce_000.py --quick                  # minutes; *.quick.{md,json}
     python benchmarks/reproduce_000.py                          # the paper's protocol (hours)
@@ -58,6 +61,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:     # imported by file path (tests), not run as a script
+    sys.path.insert(0, str(HERE))
+
+from cell_archive import CellStore, write_pending  # noqa: E402
+
 CONFIGS = ROOT / "configs"
 RESULTS = HERE / "results"
 
@@ -341,7 +349,6 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
 
     torch.set_num_threads(1)
     key = cell_key(cell)
-    path = Path(args["cells_dir"]) / f"{key}.json"
     started = time.perf_counter()
     try:
         if cell["kind"] == "baselines":
@@ -354,9 +361,7 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
         return key, "failed:\n" + traceback.format_exc()
     data = {"cell": cell, "unc_error": unc_error, "wall_s": time.perf_counter() - started,
             **data}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    write_pending(args["cells_dir"], key, data)
     return key, f"done in {data['wall_s']:.1f}s"
 
 
@@ -384,13 +389,42 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
             print(f"  {key}: {msg}", flush=True)
 
 
+def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: dict[str, Any],
+            jobs: int) -> None:
+    """UncError's cells, then the rest with its bounds; the new cells end in one archive
+    (a killed run's are packed first)."""
+    store = store_of(args)
+    store.pack()
+    try:
+        run_cells(unc_cells, args, jobs)
+        unc = {}
+        for ds in args["datasets"]:
+            for split in range(args["splits"]):
+                c = unc_choice(args, ds, split)
+                if c is not None:
+                    unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
+        run_cells(rest, args, jobs, unc)
+    finally:
+        archive = store.pack()
+        if archive is not None:
+            print(f"saved the new cells in {archive}", flush=True)
+
+
 # --------------------------------------------------------------------------- selection
+_STORES: dict[str, CellStore] = {}
+
+
+def store_of(args: dict[str, Any]) -> CellStore:
+    """The cells of ``args["cells_dir"]`` (one store per folder: archives are read once)."""
+    return _STORES.setdefault(args["cells_dir"], CellStore(args["cells_dir"]))
+
+
 def load_cell(args: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any] | None:
-    path = Path(args["cells_dir"]) / f"{cell_key(cell)}.json"
-    if not path.exists():
-        return None
-    data = json.loads(path.read_text())
-    check_cell_protocol(data, args, path)
+    """A saved cell's record (None: not run yet), refused if run with another protocol."""
+    store, key = store_of(args), cell_key(cell)
+    data = store.get(key)
+    if data is not None:
+        check_cell_protocol(data, args, store.where(key))
     return data
 
 
@@ -870,18 +904,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     unc_cells, rest = build_cells(args)
     if not a.tables_only:
-        run_cells(unc_cells, args, a.jobs)
-        unc = {}
-        for ds in args["datasets"]:
-            for split in range(args["splits"]):
-                c = unc_choice(args, ds, split)
-                if c is not None:
-                    unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
-        run_cells(rest, args, a.jobs, unc)
+        run_all(unc_cells, rest, args, a.jobs)
     per = collect(args)
     figures, units, goals, md = summarise(per, args)
-    done = sum(1 for c in unc_cells + rest
-               if (Path(args["cells_dir"]) / f"{cell_key(c)}.json").exists())
+    done = sum(1 for c in unc_cells + rest if cell_key(c) in store_of(args))
     protocol = {
         "quick": quick, "datasets": args["datasets"], "splits": args["splits"],
         "split_seeds": list(range(args["splits"])), "steps": args["steps"],

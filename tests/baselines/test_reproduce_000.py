@@ -232,20 +232,19 @@ def test_a_table3_cell_run_with_another_bound_is_refused(rep):
 def _fake_cells(rep, tmp_path, args):
     """Minimal saved cells for ``collect``: every engine cell's metrics are functions of its
     learning rates, so the expected choices can be worked out by hand."""
-    import json
-
     def groups(ds, kld_each, f_prot, f_other):
         attr, prot = rep.PROTECTED[ds]
         return {"overall": {"kld": 0.0, "fmeasure": (f_prot + f_other) / 2, "error": 0.2},
                 f"{attr}={prot}": {"kld": kld_each, "fmeasure": f_prot},
                 f"{attr}=other": {"kld": kld_each, "fmeasure": f_other}}
 
+    records = {}
+
     def save(cell, data):
         if "theta_lr" in cell:     # engine cells record their overrides; baselines none
             data["overrides"] = rep.overrides(cell, args["steps"], None, args["selection"],
                                               args["optimizer"])
-        data = {"cell": cell, **data}
-        (tmp_path / f"{rep.cell_key(cell)}.json").write_text(json.dumps(data))
+        records[rep.cell_key(cell)] = {"cell": cell, **data}
 
     unc_cells, rest = rep.build_cells(args)
     for c in unc_cells:            # θ 1 has the lower validation error: UncError's choice
@@ -273,6 +272,12 @@ def _fake_cells(rep, tmp_path, args):
                          "constraints": {"error_bound": {"value": 0.0},
                                          "f1_parity": {"value": t + la + shift}}}}
         save(c, {"unc_error": 0.1 if c["kind"] != "ablation" else None, "solutions": sols})
+    # UncError's cells in one archive, the rest in a later one (as a run writes them)
+    unc_keys = {rep.cell_key(c) for c in unc_cells}
+    for part in (unc_keys, set(records) - unc_keys):
+        for key in part:
+            rep.write_pending(tmp_path, key, records[key])
+        rep.CellStore(tmp_path).pack()
 
 
 def test_collect_takes_the_lp_run_for_both_paper_columns(rep, tmp_path):
@@ -426,3 +431,91 @@ def test_changing_every_default_of_configs_moves_no_cell(rep, tmp_path):
                 node, *path = key.split(".")
                 (tree[node] if path else tree).pop(path[-1] if path else node)
         assert theirs == ours, rep.cell_key(cell)
+
+
+def test_a_rerun_skips_archived_cells_and_archives_only_its_own(rep, tmp_path, monkeypatch):
+    """Resumable: cells in any archive are not run again; each run's new cells land in one
+    new archive, and the earlier archive keeps its bytes."""
+    ran = []
+
+    def worker(job):                   # the cell's record, as _worker saves it
+        cell, args, _ = job
+        ran.append(rep.cell_key(cell))
+        rep.write_pending(args["cells_dir"], rep.cell_key(cell), {"cell": cell, "solutions": {
+            "best_iterate": {s: {"error": cell["theta_lr"]} for s in ("train", "validation")}}})
+        return rep.cell_key(cell), "done"
+
+    monkeypatch.setattr(rep, "_worker", worker)
+    args = {"datasets": ["law"], "splits": 1, "theta_lrs": [0.1, 1.0], "cells_dir":
+            str(tmp_path / "cells"), "steps": 10}
+    unc = [{"kind": "unc", "dataset": "law", "split": 0, "theta_lr": t} for t in (0.1, 1.0)]
+    rep.run_all(unc, [], args, 1)
+    (first,) = rep.store_of(args).archives()
+    before = first.read_bytes()
+    assert sorted(ran) == ["unc_law_s0_th0.1", "unc_law_s0_th1"]
+    more = [*unc, {"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.01}]
+    rep.run_all(more, [], {**args, "theta_lrs": [0.1, 1.0, 0.01]}, 1)
+    assert ran[2:] == ["unc_law_s0_th0.01"]
+    first_now, second = rep.CellStore(args["cells_dir"]).archives()
+    assert first_now == first and first.read_bytes() == before
+    from cell_archive import read_archive  # benchmarks/ is on the path with rep
+
+    assert set(read_archive(second)) == {"unc_law_s0_th0.01"}
+    assert not list((tmp_path / "cells" / "pending").glob("*"))
+    assert rep.unc_choice({**args, "theta_lrs": [0.1, 1.0, 0.01]}, "law", 0)[
+        "cell"]["theta_lr"] == 0.01
+
+
+# Committed cells of every kind (main results: 1500 steps, Adam for θ, OGD for λ, snapshots
+# compared on train), re-run with today's code.
+RERUN = ("unc_law_s3_th0.1", "baselines_crime_s1", "kld_compas_s0_algorithm2_th0.1_la0.1",
+         "kld_lp_crime_s2_algorithm2_th1_la0.01", "f1_compas_s1_algorithm3_th0.01_la1",
+         "f1_lp_crime_s0_algorithm3_th0.1_la0.1", "ablation_crime_s0_algorithm2_th0.1_la1",
+         "ablation_compas_s0_algorithm2_sigmoid_th1_la0.1",
+         "ablation_crime_s0_spade_sigmoid_th0.1_la0.1", "ablation_compas_s0_nemsis_sigmoid_th0.01")
+# what a run records besides when, where and how long it took
+COMPARED = ("solutions", "best_iterate", "stochastic", "unconstrained", "refused", "PostShift",
+            "UncF1", "UncF1_threshold", "COCO", "COCO_grid", "bound")
+
+
+# Cells that today's code does not reproduce: the committed main results were run before 20
+# later commits to fairgames/ (the code of a2e96d6, before the cells became archives, gives
+# the same differences): other best iterates and snapshots; Crime's plug-in F1 threshold moves
+# by 2e-6. Strict: a rerun of the tables that makes them pass shows here.
+STALE = {k for k in RERUN if k not in ("ablation_compas_s0_algorithm2_sigmoid_th1_la0.1",)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.xfail(
+    strict=True, reason="committed before later fairgames/ changes")) if k in STALE else k
+                                 for k in RERUN])
+def test_a_committed_cell_rerun_equals_its_record(rep, key, tmp_path):
+    """The committed tables are what today's code computes: a cell re-run (one torch thread,
+    as the script's workers run them) equals its archived record exactly."""
+    import json
+
+    import torch
+
+    results = ROOT / "benchmarks" / "results"
+    config = json.loads((results / "reproduce_000.json").read_text())["config"]
+    saved = rep.CellStore(results / "reproduce_000.cells").get(key)
+    cell = saved["cell"]
+    assert rep.cell_key(cell) == key
+    args = {"steps": config["steps"], "selection": config["selection_split"],
+            "optimizer": config["theta_optimizer"].split(",")[0],
+            "lambda_optimizer": config["lambda_optimizer"], "work_dir": str(tmp_path)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if cell["kind"] == "baselines":
+            again = rep.run_baseline_cell(cell, saved["unc_error"])
+        else:
+            rep.check_cell_protocol(saved, args, key)       # the protocol it was run with
+            again = rep.run_engine_cell(cell, args, saved["unc_error"])
+    finally:
+        torch.set_num_threads(threads)
+    again = json.loads(json.dumps(again))                   # as stored: tuples are lists
+    compared = [k for k in COMPARED if k in saved]
+    assert compared and all(k in again for k in compared)
+    for k in compared:
+        assert again[k] == saved[k], k
