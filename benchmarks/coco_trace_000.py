@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import reproduce_000 as rep  # noqa: E402  (the Table 3 cells' protocol and helpers)
+from cell_archive import CellStore  # noqa: E402
 
 LRS = (1.0, 5.0, 20.0, 100.0)
 ROUNDS = (5, 20, 50, 200, 1000)
@@ -46,12 +47,17 @@ ROUNDS = (5, 20, 50, 200, 1000)
 PLUGIN_L2S = (0.0, 1e-3, 1e-2, 1e-1, 1.0)
 
 
+_STORES: dict[str, CellStore] = {}
+
+
 def committed_cell(cells_dir: Path, name: str) -> dict[str, Any]:
-    path = cells_dir / f"{name}.json"
-    if not path.exists():
-        raise SystemExit(f"missing Table 3 cell {path}: run benchmarks/reproduce_000.py first "
-                         "(or pass --cells)")
-    return json.loads(path.read_text())
+    """The saved Table 3 cell ``name`` of ``cells_dir`` (its archives, ``cell_archive``)."""
+    store = _STORES.setdefault(str(cells_dir), CellStore(cells_dir))   # read archives once
+    record = store.get(name)
+    if record is None:
+        raise SystemExit(f"missing Table 3 cell {name} in {cells_dir}: run "
+                         "benchmarks/reproduce_000.py first (or pass --cells)")
+    return record
 
 
 def trace_split(job: tuple[str, int, str, list[float], list[int], list[float]]

@@ -18,7 +18,8 @@ validation splits; Wiki is unavailable), several random splits (seeds 0, 1, ...)
 Every fairgames number is read from the ``results.json`` of a training-engine run (Hydra
 compose API over ``configs/``): linear model, hinge surrogate, Adam for θ as in the authors'
 code (``--theta-optimizer sgd``: the paper's OGD), full-batch steps, snapshots every 10 steps
-(all kept).
+(all kept). Every setting of a run is an explicit override (``overrides``, ``PINNED``), none
+left to a default of ``configs/`` or the schema, so changing a default moves no table.
 As in the authors' code (google-research ``generalized_rates``), a run's snapshots are compared
 on the training split (``--selection-split``) for its best iterate and its stochastic model,
 the LP mixture of at most m + 1 snapshots (``trainer.stochastic=shrunk``; their
@@ -31,9 +32,12 @@ theorems) is reported in tables of its own. UncError's θ rate is chosen by vali
 its training error sets the Table 3 bound (``problem.variables``), as the paper's "1.1 ×
 UncError".
 
-Each (data set, split, method, learning rates) is a *cell* saved to
-``<results>/reproduce_000[.quick].cells/<key>.json``; a rerun skips the cells already there
-(resumable), ``--jobs`` worker processes (default 2) run them. Run by hand, not in CI::
+Each (data set, split, method, learning rates) is a *cell*, saved in
+``<results>/reproduce_000[.quick].cells/`` as immutable gzip JSON Lines archives
+(``benchmarks/cell_archive.py``): a run's workers write each finished cell to the folder's
+``pending/`` scratch, packed into one new archive when the run ends (or at the next start,
+after a kill); a rerun skips the cells already saved (resumable), ``--jobs`` worker
+processes (default 2) run them. Run by hand, not in CI::
 
     python benchmarks/reproduce_000.py --quick                  # minutes; *.quick.{md,json}
     python benchmarks/reproduce_000.py                          # the paper's protocol (hours)
@@ -57,6 +61,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:     # imported by file path (tests), not run as a script
+    sys.path.insert(0, str(HERE))
+
+from cell_archive import CellStore, write_pending  # noqa: E402
+
 CONFIGS = ROOT / "configs"
 RESULTS = HERE / "results"
 
@@ -66,9 +75,42 @@ PROTECTED = {"compas": ("sex", "Female"), "crime": ("black", "low"),
 PAPER_GRID = (0.001, 0.01, 0.1, 1.0)
 COCO_LRS = (1.0, 5.0, 20.0)
 TOL_KLD, TOL_F1 = 1.1, 0.02
-# trainer.constraint_fraction's default (TrainerConfig; not imported: spawned workers keep
-# fairgames out of this module's import); a cell at it carries no override
+# The protocol's share of the training rows held out with --constraint-split holdout when
+# --constraint-fraction is not given (trainer.constraint_fraction's default when the committed
+# cells were run)
 DEFAULT_CONSTRAINT_FRACTION = 0.5
+
+# Every setting of an engine run that no cell varies, pinned as an override at the value the
+# committed cells were run with (then the defaults of configs/ and fairgames/train/config.py),
+# so that changing a default there cannot move these tables. The settings a cell or the CLI
+# varies are set in `overrides`; tests/baselines/test_reproduce_000.py checks that every key
+# of a composed cell's config is set by an override.
+PINNED = (
+    "model.bias=true", "model.hidden=[64]", "model.activation=relu", "model.dropout=0.0",
+    "optimizer.momentum=0.0", "optimizer.grad_clip=null",
+    "algorithm.multipliers=null", "algorithm.radius=10.0", "algorithm.slack_lr=0.05",
+    "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
+    "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
+    "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
+    "problem.baseline_path=null", "problem.baseline_fraction=0.25",
+    "data.include_protected=null", "data.validation_fraction=null", "data.root=null")
+# data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
+DATA_DEFAULTS = {"compas": ("two_year_recid", "default"), "crime": ("high_crime", "default"),
+                 "law": ("pass_bar", "default"), "adult": ("income", "official")}
+# Each kind's problem as configs/problem/ states it: name, objective, constraints, tolerance
+# and its kind (protected_group and variables are set per cell).
+PROBLEMS = {
+    "error": ("'error()'", {}, "null", "none"),
+    "kld_error": ("'sum(kld(group=g) for g in groups)'",
+                  {"error_bound": "'error() <= tolerance * unc_error'"}, "1.1", "ratio"),
+    "fmeasure_parity": ("'1 - fmeasure()'",
+                        {"f1_parity": "'fmeasure(group=protected_group) >= "
+                                      "fmeasure(not_group=protected_group) - tolerance'"},
+                        "0.02", "difference"),
+    "kld": ("'sum(kld(group=g) for g in groups)'", {}, "null", "none"),
+}
+# the presets' multiplier_lr defaults where a cell has no λ rate (UncError's, NEMSIS's)
+PRESET_MULTIPLIER_LR = {"lagrangian": "0.5", "nemsis": "null"}
 
 # Paper 000, Tables 3 and 4 (see /work/shared/notes/paper-000-three-players.md).
 PAPER_T3 = {  # data: {column: (KLD sum, error ratio)}
@@ -127,8 +169,9 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
               lambda_optimizer: str = "ogd", data_split: str = "default",
               weight_decay: float = 0.0, constraint_split: str = "train",
               constraint_fraction: float = DEFAULT_CONSTRAINT_FRACTION) -> list[str]:
-    """The engine's Hydra overrides of a cell. ``selection``: the split on which a run's
-    snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
+    """The engine's Hydra overrides of a cell: every setting of the run, none left to a default
+    of ``configs/`` (``PINNED`` and the per-cell ones). ``selection``: the split on which a
+    run's snapshots are compared (best iterate, LP mixture); ``optimizer``: the θ-player's;
     ``lambda_optimizer``: ``ogd`` (the presets' projected OGD) or a torch optimizer stepping
     the gradient-ascent λ-players (not NEMSIS's follow-the-leader, not UncError's);
     ``data_split``: ``default`` (the ``000`` recipe's) or ``random`` (Adult: a seeded re-split
@@ -136,44 +179,67 @@ def overrides(cell: dict[str, Any], steps: int, unc_error: float | None,
     penalty (the paper: none); ``constraint_split``: where the multipliers and slacks of a
     constrained run see the constraints (``train``: the paper's game; ``validation``: Cotter
     et al. 2019's two-dataset game; ``holdout``: the same on a ``constraint_fraction``
-    share of the training rows, ``trainer.constraint_split``, ``trainer.constraint_fraction``)."""
-    attr, prot = PROTECTED[cell["dataset"]]
-    out = [f"data={cell['dataset']}", f"data.protected={attr}", "data.paper='000'",
-           f"+data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
-           f"optimizer={optimizer}", f"optimizer.lr={cell['theta_lr']}",
-           f"trainer.steps={steps}",
-           "trainer.device=cpu", "trainer.progress=false", "trainer.tensorboard=false",
-           "trainer.plots=false", "trainer.checkpoint_every=0", f"trainer.log_every={steps}",
-           "trainer.snapshot_every=10", f"trainer.max_snapshots={max(1, steps // 10)}",
-           "trainer.snapshot_strategy=uniform_stride", f"trainer.selection_split={selection}"]
-    if data_split != "default":
-        out.append(f"data.split={data_split}")
-    if weight_decay:
-        out.append(f"optimizer.weight_decay={weight_decay!r}")
-    if constraint_split != "train" and cell["kind"] != "unc":
-        out.append(f"trainer.constraint_split={constraint_split}")
-        if constraint_split == "holdout" and constraint_fraction != DEFAULT_CONSTRAINT_FRACTION:
-            out.append(f"trainer.constraint_fraction={constraint_fraction!r}")
+    share of the training rows, ``trainer.constraint_split``, ``trainer.constraint_fraction``).
+
+    Example:
+        >>> ov = overrides({"kind": "unc", "dataset": "law", "split": 0, "theta_lr": 0.1}, 100,
+        ...                None)
+        >>> "trainer.stochastic=uniform" in ov and "algorithm.surrogate=hinge" in ov
+        True
+    """
+    attr, _ = PROTECTED[cell["dataset"]]
+    target, recipe_split = DATA_DEFAULTS[cell["dataset"]]
+    constrained = cell["kind"] != "unc"
+    out = [f"data={cell['dataset']}", f"data.name={cell['dataset']}", f"data.protected={attr}",
+           "data.paper='000'",
+           f"data.target={target}",
+           f"data.split={data_split if data_split != 'default' else recipe_split}",
+           f"++data.seed={cell['split']}", f"seed={cell['split']}", "model=linear",
+           "model.name=linear", f"optimizer={optimizer}", f"optimizer.name={optimizer}",
+           f"optimizer.lr={cell['theta_lr']}",
+           f"optimizer.weight_decay={float(weight_decay)!r}",
+           *_trainer_overrides(cell, steps, selection),
+           f"trainer.constraint_split={constraint_split if constrained else 'train'}",
+           "trainer.constraint_fraction=" + repr(float(
+               constraint_fraction if constrained and constraint_split == "holdout"
+               else DEFAULT_CONSTRAINT_FRACTION)),
+           *_problem_overrides(cell, unc_error), *PINNED]
+    algorithm = cell.get("algorithm", "lagrangian")
+    lam = cell.get("lambda_lr")
+    plays_ogd = constrained and algorithm != "nemsis"    # gradient-ascent λ-players
+    out += [f"algorithm={algorithm}", f"algorithm.name={algorithm}",
+            f"algorithm.multiplier_lr={PRESET_MULTIPLIER_LR[algorithm] if lam is None else lam}",
+            f"algorithm.surrogate={cell.get('surrogate', 'hinge')}",
+            "algorithm.multiplier_optimizer="
+            + (lambda_optimizer if plays_ogd and lambda_optimizer != "ogd" else "null")]
+    return out
+
+
+def _trainer_overrides(cell: dict[str, Any], steps: int, selection: str) -> list[str]:
+    """The trainer's settings of a cell: full-batch steps on the CPU, snapshots every 10 steps
+    (all kept), the uniform or (LP kinds) LP mixture, nothing logged on the way."""
+    return [f"trainer.steps={steps}", "trainer.device=cpu", "trainer.progress=false",
+            "trainer.tensorboard=false", "trainer.plots=false", "trainer.checkpoint_every=0",
+            f"trainer.log_every={steps}", "trainer.snapshot_every=10",
+            f"trainer.max_snapshots={max(1, steps // 10)}",
+            "trainer.snapshot_strategy=uniform_stride", f"trainer.selection_split={selection}",
+            # the same run; only its stochastic output differs (uniform vs LP mixture)
+            f"trainer.stochastic={'shrunk' if cell['kind'] in LP_KINDS else 'uniform'}"]
+
+
+def _problem_overrides(cell: dict[str, Any], unc_error: float | None) -> list[str]:
+    """The problem of a cell's kind, stated whole (``PROBLEMS``)."""
     kind = cell["kind"]
-    if kind == "unc":
-        out += ["problem=error", "algorithm=lagrangian"]
-    elif kind in ("kld", "kld_lp"):
-        out += ["problem=kld_error", f"algorithm={cell['algorithm']}",
-                "problem.constraints.error_bound='error() <= tolerance * unc_error'",
-                f"+problem.variables.unc_error={unc_error!r}"]
-    elif kind in ("f1", "f1_lp"):
-        out += ["problem=fmeasure_parity", f"algorithm={cell['algorithm']}",
-                f"problem.protected_group={prot}"]
-    elif kind == "ablation":
-        out += ["problem=kld", f"algorithm={cell['algorithm']}"]
-    if kind in LP_KINDS:          # the same run; its stochastic output is the LP mixture
-        out.append("trainer.stochastic=shrunk")
-    if cell.get("lambda_lr") is not None:
-        out.append(f"algorithm.multiplier_lr={cell['lambda_lr']}")
-    if cell.get("surrogate", "hinge") != "hinge":
-        out.append(f"algorithm.surrogate={cell['surrogate']}")
-    if lambda_optimizer != "ogd" and kind != "unc" and cell.get("algorithm") != "nemsis":
-        out.append(f"algorithm.multiplier_optimizer={lambda_optimizer}")
+    name = {"unc": "error", "kld": "kld_error", "kld_lp": "kld_error", "f1": "fmeasure_parity",
+            "f1_lp": "fmeasure_parity", "ablation": "kld"}[kind]
+    objective, constraints, tolerance, tolerance_kind = PROBLEMS[name]
+    prot = PROTECTED[cell["dataset"]][1] if name == "fmeasure_parity" else "null"
+    out = [f"problem={name}", f"problem.name={name}", f"problem.objective={objective}",
+           *(f"problem.constraints.{k}={v}" for k, v in constraints.items()),
+           f"problem.tolerance={tolerance}", f"problem.tolerance_kind={tolerance_kind}",
+           f"problem.protected_group={prot}"]
+    if name == "kld_error":
+        out.append(f"++problem.variables.unc_error={unc_error!r}")
     return out
 
 
@@ -283,7 +349,6 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
 
     torch.set_num_threads(1)
     key = cell_key(cell)
-    path = Path(args["cells_dir"]) / f"{key}.json"
     started = time.perf_counter()
     try:
         if cell["kind"] == "baselines":
@@ -296,9 +361,7 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
         return key, "failed:\n" + traceback.format_exc()
     data = {"cell": cell, "unc_error": unc_error, "wall_s": time.perf_counter() - started,
             **data}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    write_pending(args["cells_dir"], key, data)
     return key, f"done in {data['wall_s']:.1f}s"
 
 
@@ -326,13 +389,42 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
             print(f"  {key}: {msg}", flush=True)
 
 
+def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: dict[str, Any],
+            jobs: int) -> None:
+    """UncError's cells, then the rest with its bounds; the new cells end in one archive
+    (a killed run's are packed first)."""
+    store = store_of(args)
+    store.pack()
+    try:
+        run_cells(unc_cells, args, jobs)
+        unc = {}
+        for ds in args["datasets"]:
+            for split in range(args["splits"]):
+                c = unc_choice(args, ds, split)
+                if c is not None:
+                    unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
+        run_cells(rest, args, jobs, unc)
+    finally:
+        archive = store.pack()
+        if archive is not None:
+            print(f"saved the new cells in {archive}", flush=True)
+
+
 # --------------------------------------------------------------------------- selection
+_STORES: dict[str, CellStore] = {}
+
+
+def store_of(args: dict[str, Any]) -> CellStore:
+    """The cells of ``args["cells_dir"]`` (one store per folder: archives are read once)."""
+    return _STORES.setdefault(args["cells_dir"], CellStore(args["cells_dir"]))
+
+
 def load_cell(args: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any] | None:
-    path = Path(args["cells_dir"]) / f"{cell_key(cell)}.json"
-    if not path.exists():
-        return None
-    data = json.loads(path.read_text())
-    check_cell_protocol(data, args, path)
+    """A saved cell's record (None: not run yet), refused if run with another protocol."""
+    store, key = store_of(args), cell_key(cell)
+    data = store.get(key)
+    if data is not None:
+        check_cell_protocol(data, args, store.where(key))
     return data
 
 
@@ -347,24 +439,39 @@ def check_cell_bound(data: dict[str, Any] | None, unc_train_error: float) -> Non
                          f"{unc_train_error!r}: rerun it (a fresh --results directory)")
 
 
-def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path) -> None:
+class ProtocolMismatch(ValueError):
+    """A saved cell run with another protocol than this invocation's: ``where`` (the cell's
+    record), the setting ``key``, the value it ``ran`` with and the one ``wanted`` now."""
+
+    def __init__(self, where: str, key: str, ran: str | None, wanted: str | None) -> None:
+        super().__init__(f"{where} was run with {key}={ran}, this invocation asks for "
+                         f"{key}={wanted}: give the same protocol, or a fresh --results "
+                         "directory")
+        self.where, self.key, self.ran, self.wanted = where, key, ran, wanted
+
+
+def check_cell_protocol(data: dict[str, Any], args: dict[str, Any], path: Path | str) -> None:
     """A cell key names none of ``PROTOCOL_KEYS`` (steps, selection split, θ and λ optimizers,
     data split): refuse a saved cell run with another value than this invocation asks for (it
-    would be reported as this protocol)."""
+    would be reported as this protocol). A cell saved before its overrides pinned every
+    setting lacks the keys it left at their defaults; those read as the default protocol's
+    values (the defaults then, which ``overrides`` now pins).
+
+    Raises:
+        ProtocolMismatch: naming the key and both values.
+    """
     split = data.get("data_split", "default")          # baselines record no overrides
     if data.get("cell", {}).get("kind") == "baselines" and split != args.get("data_split",
                                                                                "default"):
-        raise ValueError(f"{path} was run on the {split!r} data split, this invocation asks "
-                         f"for {args.get('data_split')!r}: a fresh --results directory")
+        raise ProtocolMismatch(str(path), "data_split", split, args.get("data_split"))
     if "overrides" not in data or "kind" not in data.get("cell", {}):
         return
     ran = dict(o.split("=", 1) for o in data["overrides"])
     wanted = dict(o.split("=", 1) for o in protocol_overrides(data["cell"], args, None))
+    unpinned = dict(o.split("=", 1) for o in overrides(data["cell"], 0, None))
     for key in PROTOCOL_KEYS:
-        if ran.get(key) != wanted.get(key):     # absent: the default (e.g. plain OGD for λ)
-            raise ValueError(f"{path} was run with {key}={ran.get(key)}, this invocation asks "
-                             f"for {key}={wanted.get(key)}: give the same protocol, or a fresh "
-                             "--results directory")
+        if ran.get(key, unpinned[key]) != wanted[key]:
+            raise ProtocolMismatch(str(path), key, ran.get(key, unpinned[key]), wanted[key])
 
 
 def select(runs: list[dict[str, Any]], solution: str, objective, constraint=None,
@@ -797,18 +904,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     unc_cells, rest = build_cells(args)
     if not a.tables_only:
-        run_cells(unc_cells, args, a.jobs)
-        unc = {}
-        for ds in args["datasets"]:
-            for split in range(args["splits"]):
-                c = unc_choice(args, ds, split)
-                if c is not None:
-                    unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
-        run_cells(rest, args, a.jobs, unc)
+        run_all(unc_cells, rest, args, a.jobs)
     per = collect(args)
     figures, units, goals, md = summarise(per, args)
-    done = sum(1 for c in unc_cells + rest
-               if (Path(args["cells_dir"]) / f"{cell_key(c)}.json").exists())
+    done = sum(1 for c in unc_cells + rest if cell_key(c) in store_of(args))
     protocol = {
         "quick": quick, "datasets": args["datasets"], "splits": args["splits"],
         "split_seeds": list(range(args["splits"])), "steps": args["steps"],

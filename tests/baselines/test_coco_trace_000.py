@@ -4,7 +4,6 @@ classifier, so its path explains that column and not some other COCO."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ def trace():
 def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
     from fairgames.data import load
 
-    cell = json.loads((CELLS / "baselines_compas_s0.json").read_text())
+    cell = trace.committed_cell(CELLS, "baselines_compas_s0")
     lr = cell["COCO"]["multiplier_lr"]
     out = trace.main(["--datasets", "compas", "--splits", "1", "--lrs", str(lr),
                       "--rounds", "1", "200", "--plugin-l2s", "0.0001", "--jobs", "1",
@@ -72,9 +71,10 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
 
 
 def test_a_missing_cell_is_named(trace, tmp_path):
-    with pytest.raises(SystemExit, match="missing Table 3 cell .*baselines_compas_s0"):
+    with pytest.raises(SystemExit) as e:
         trace.main(["--datasets", "compas", "--splits", "1", "--cells", str(tmp_path),
                     "--out", str(tmp_path)])
+    assert "baselines_compas_s0" in str(e.value) and str(tmp_path) in str(e.value)
 
 
 def test_quick_never_overwrites_the_committed_trace(trace, tmp_path):
