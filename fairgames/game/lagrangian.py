@@ -8,7 +8,10 @@ multipliers ``λ [M]``, the Lagrangian is (paper 000, eqs. (2), (5); ratios as b
         + Σ_j λ_j·(⟨A_j, R⟩ + d_j + ⟨B_j, s⟩ + h_j(s, φ) + Σ_{b: row j} s_{k_b}·(⟨u_b, R⟩ + u0_b))
 
 where ``h_j`` sums the row's ψ terms ``c·ψ(ξ, φ)``, and the last sum holds the bilinear
-entries of ratio rows. Everything a step needs is then a mat-vec:
+entries of ratio rows. :class:`LagrangianTerms` holds it as a list of small terms
+(:mod:`fairgames.game.terms`: affine rows, slack rows, bilinear ratio rows, ψ terms, linearised
+ratios), each owning its dense tensors and adding its part of the quantities below in list
+order. Everything a step needs is then a mat-vec:
 
 * the θ-player's leaf costs ``c(λ, s) = ω·w + Aᵀλ + Σ_b λ_{j_b}·s_{k_b}·u_b`` (each leaf then
   enters through its sign-correct surrogate bound: ``c⁺·upper + c⁻·lower``);
@@ -72,7 +75,7 @@ import torch
 
 from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_correct_sum, sign_split
 
-from .conjugates import psi_linear_argmin
+from .terms import AffineRows, BilinearRatios, LinearRatios, PsiTerms, SlackRows, _t
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,11 +148,6 @@ class Bilinear:
     u0: float
 
 
-def _t(x: object, shape: tuple[int, ...] | None = None) -> torch.Tensor:
-    out = torch.tensor(x, dtype=torch.float32)
-    return out.reshape(shape) if shape is not None else out
-
-
 class TrueEvaluation(torch.nn.Module):
     """The original (un-relaxed) objective and constraints as functions of leaf values."""
 
@@ -213,7 +211,9 @@ class TrueEvaluation(torch.nn.Module):
 
 
 class LagrangianTerms(torch.nn.Module):
-    """Dense tensors of the compiled Lagrangian (see the module docstring). Built by
+    """The compiled Lagrangian as a list of small terms (:mod:`fairgames.game.terms`), in the
+    order their parts are summed: the affine rows (θ's leaf costs start there), the slack rows,
+    the bilinear ratio rows, the ψ terms, the linearised ratios. Built by
     :class:`~fairgames.game.Problem`; move to a device with :meth:`on`."""
 
     def __init__(self, *, num_leaves: int, objective: list[float], objective_constant: float,
@@ -234,104 +234,42 @@ class LagrangianTerms(torch.nn.Module):
         self.slack_names, self.slack_kinds = list(slack_names), list(slack_kinds)
         self.objective_constant = float(objective_constant)
         self.psi_terms, self.ratio_terms = list(psi_terms), list(ratio_terms)
-        # ψ terms proper (best-responded) and the a/b terms of Algorithm 3 (OGD only).
-        self._br_terms = [(n, t) for n, t in enumerate(psi_terms) if not t.ratio]
         self.num_den_terms = [t for t in psi_terms if t.ratio]
-        self.num_bilinear = len(bilinear)
+        self.num_bilinear, self.num_linear = len(bilinear), len(linear_ratios)
         self.linear_ratios = list(linear_ratios)
-        self.num_linear = len(linear_ratios)
         self.ratio_floor = float(ratio_floor)
         self.original = truth
-        a = _t(rows_a, (m, k))
-        b = torch.zeros(m, s)
-        for j, entries in enumerate(rows_b):
-            for col, v in entries.items():
-                b[j, col] = v
         # slack → [(row, σ)] of its slack rows (σ = +1: arg ≤ slack, −1: arg ≥ slack).
-        self._slack_rows: dict[int, list[tuple[int, float]]] = {}
+        slack_rows: dict[int, list[tuple[int, float]]] = {}
         for j, entries in enumerate(rows_b):
             if row_kinds[j] == "slack":
                 for col, v in entries.items():
-                    self._slack_rows.setdefault(col, []).append((j, -float(v)))
-        w_s = torch.zeros(s)
-        for col, v in objective_slack.items():
-            w_s[col] = v
-        u = _t([x.u for x in bilinear], (len(bilinear), k))
-        buffers = {
-            "objective": _t(objective, (k,)),
-            "objective_slack": w_s,
-            "a": a,
-            "a_t": a.t().contiguous(),
-            "a_pos": a.clamp_min(0.0),
-            "a_neg": a.clamp_max(0.0),
-            "d": _t(rows_d, (m,)),
-            "b": b,
-            "b_t": b.t().contiguous(),
-            "bil_row": torch.tensor([x.row for x in bilinear], dtype=torch.long),
-            "bil_slack": torch.tensor([x.slack for x in bilinear], dtype=torch.long),
-            "bil_u": u,
-            "bil_u_t": u.t().contiguous(),
-            "bil_u_pos": u.clamp_min(0.0),
-            "bil_u_neg": u.clamp_max(0.0),
-            "bil_u0": _t([x.u0 for x in bilinear], (len(bilinear),)),
-            "slack_lo": _t(slack_lo, (s,)),
-            "slack_hi": _t(slack_hi, (s,)),
+                    slack_rows.setdefault(col, []).append((j, -float(v)))
+        self.rows_of_slack = slack_rows
+        p1_leader = bool(psi_terms) and all(kind == "slack" for kind in row_kinds) and all(
+            t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios and not (
+            self.num_den_terms)
+        self.affine = AffineRows(objective=objective, objective_constant=objective_constant,
+                                 rows_a=rows_a, rows_d=rows_d,
+                                 constraint_rows=list(constraint_rows))
+        self.slack_rows = SlackRows(objective_slack=objective_slack, rows_b=rows_b,
+                                    num_slacks=s)
+        self.bilinear = BilinearRatios(entries=bilinear, num_leaves=k)
+        self.psi = PsiTerms(terms=psi_terms, num_rows=m, slack_rows=slack_rows,
+                            p1_leader=p1_leader)
+        self.linear = LinearRatios(ratios=linear_ratios, num_leaves=k, ratio_floor=ratio_floor)
+        present = [self.affine, self.slack_rows if s else None,
+                   self.bilinear if bilinear else None, self.psi if psi_terms else None,
+                   self.linear if linear_ratios else None]
+        self.terms = torch.nn.ModuleList([t for t in present if t is not None])
+        for name, value in {
+            "slack_lo": _t(slack_lo, (s,)), "slack_hi": _t(slack_hi, (s,)),
             "init_num": _t([x[0] for x in slack_init], (s, k)),
             "init_num0": _t([x[1] for x in slack_init], (s,)),
             "init_den": _t([x[2] for x in slack_init], (s, k)),
             "init_den0": _t([x[3] for x in slack_init], (s,)),
-            "fixed_map": _t(fixed_map, (p, k)),
-            "fixed_const": _t(fixed_const, (p,)),
-            "psi_slacks": torch.tensor([i for _, t in self._br_terms for i in t.slacks],
-                                       dtype=torch.long),
-        }
-        n_lin = len(linear_ratios)
-        lin_num = _t([r.num for r in linear_ratios], (n_lin, k))
-        lin_den = _t([r.den for r in linear_ratios], (n_lin, k))
-        buffers.update({
-            "lin_num": lin_num,
-            "lin_num_t": lin_num.t().contiguous(),
-            "lin_num0": _t([r.num0 for r in linear_ratios], (n_lin,)),
-            "lin_den": lin_den,
-            "lin_den_t": lin_den.t().contiguous(),
-            "lin_den0": _t([r.den0 for r in linear_ratios], (n_lin,)),
-            "lin_row": torch.tensor([r.row + 1 for r in linear_ratios], dtype=torch.long),
-            "lin_coef": _t([r.coefficient for r in linear_ratios], (n_lin,)),
-        })
-        for n, t in enumerate(psi_terms):
-            # Per-term index tensors, made once: building them per step would copy to the device.
-            buffers[f"psi_idx_{n}"] = torch.tensor(t.slacks, dtype=torch.long)
-            buffers[f"psi_row_{n}"] = torch.tensor([t.row + 1], dtype=torch.long)
-        buffers["constraint_rows"] = torch.tensor(list(constraint_rows), dtype=torch.long)
-        # Shortcuts of the per-step ops (same values): a zero objective vector, and constraint
-        # rows that are the rows themselves.
-        self._objective_zero = not any(objective)
-        self._rows_are_constraints = list(constraint_rows) == list(range(m))
-        buffers["objective_constant_t"] = torch.tensor(float(objective_constant))
-        # The (P1) leader's index tensors (see psi_leader), built once.
-        self._p1_leader = bool(psi_terms) and all(k == "slack" for k in row_kinds) and all(
-            t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios and not (
-            self.num_den_terms)
-        rows, signs, args = [], [], []
-        offset = 0
-        for n, t in enumerate(psi_terms):
-            first = [self._slack_rows.get(si, [(0, 1.0)])[0] for si in t.slacks]
-            buffers[f"leader_first_{n}"] = torch.tensor([j for j, _ in first], dtype=torch.long)
-            buffers[f"leader_first_sign_{n}"] = _t([sg for _, sg in first], (len(first),))
-            buffers[f"leader_lo_{n}"] = _t([t.psi.domain[i][0] + 1e-6 for i in t.free],
-                                           (len(t.free),))
-            buffers[f"leader_hi_{n}"] = _t([t.psi.domain[i][1] - 1e-6 for i in t.free],
-                                           (len(t.free),))
-            for m, si in enumerate(t.slacks):
-                for j, sg in self._slack_rows.get(si, []):
-                    rows.append(j)
-                    signs.append(sg)
-                    args.append(offset + m)
-            offset += len(t.slacks)
-        buffers["leader_rows"] = torch.tensor(rows, dtype=torch.long)
-        buffers["leader_sign"] = _t(signs, (len(signs),))
-        buffers["leader_arg"] = torch.tensor(args, dtype=torch.long)
-        for name, value in buffers.items():
+            "fixed_map": _t(fixed_map, (p, k)), "fixed_const": _t(fixed_const, (p,)),
+        }.items():
             self.register_buffer(name, value, persistent=False)
 
     # ------------------------------------------------------------------ structure
@@ -342,16 +280,31 @@ class LagrangianTerms(torch.nn.Module):
     @property
     def has_psi(self) -> bool:
         """Whether there are ψ terms proper (best-responded; not the ``a/b`` of ratios)."""
-        return bool(self._br_terms)
+        return self.psi.has_best_response
 
     @property
     def has_ratios(self) -> bool:
         """Whether ratio terms are played by slacks (``ratios="num_den"`` or ``"gradient"``)."""
         return bool(self.ratio_terms or self.num_den_terms)
 
+    @property
+    def a(self) -> torch.Tensor:
+        """``A`` [M, K]: the rows' rate coefficients."""
+        return self.affine.a
+
+    @property
+    def d(self) -> torch.Tensor:
+        """``d`` [M]: the rows' constants."""
+        return self.affine.d
+
+    @property
+    def b(self) -> torch.Tensor:
+        """``B`` [M, S]: the rows' slack coefficients."""
+        return self.slack_rows.b
+
     def non_monotone_terms(self) -> list[str]:
         """ψ terms monotone in neither direction in some model-dependent argument (KLD's p̂)."""
-        return [t.name for t in self.psi_terms if any(t.psi.monotone[i] == 0 for i in t.free)]
+        return self.psi.non_monotone()
 
     def on(self, device: torch.device | str) -> LagrangianTerms:
         """A copy of these terms on ``device`` (the problem's own copy stays where it is)."""
@@ -363,24 +316,15 @@ class LagrangianTerms(torch.nn.Module):
         """``c(λ, s) = ω·w + Aᵀλ + Σ_b λ_{j_b} s_{k_b} u_b`` [K]: each leaf's coefficient in L;
         linearised ratios add ``weight·c·(α − z·β)/den`` with ``(z, den)`` =
         :meth:`ratio_values` at the true rates."""
-        if self._objective_zero:
-            costs = torch.mv(self.a_t, lam)
-        else:
-            costs = torch.addmv(omega * self.objective, self.a_t, lam)
-        if self.num_bilinear:
-            costs = torch.addmv(costs, self.bil_u_t, lam[self.bil_row] * slacks[self.bil_slack])
-        if self.num_linear:
-            assert ratios is not None, "linearised ratios need ratio_values() of the step"
-            z, den = ratios
-            w = torch.cat([omega.reshape(1), lam])[self.lin_row] * self.lin_coef / den
-            costs = torch.addmv(torch.addmv(costs, self.lin_num_t, w), self.lin_den_t, -w * z)
+        costs = None
+        for term in self.terms:
+            costs = term.add_costs(costs, omega, lam, slacks, ratios)
+        assert costs is not None
         return costs
 
     def ratio_values(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(z, den)`` [T] of the linearised ratios at leaf values (den floored)."""
-        num = torch.addmv(self.lin_num0, self.lin_num, leaves)
-        den = torch.addmv(self.lin_den0, self.lin_den, leaves).clamp_min(self.ratio_floor)
-        return num / den, den
+        return self.linear.values(leaves)
 
     @staticmethod
     def surrogate(costs: torch.Tensor, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
@@ -396,22 +340,19 @@ class LagrangianTerms(torch.nn.Module):
     # ------------------------------------------------------------------ rows
     def affine_rows(self, leaves: torch.Tensor) -> torch.Tensor:
         """``A·R + d`` [M] at leaf values (the R-part of every row)."""
-        return torch.addmv(self.d, self.a, leaves)
+        return self.affine.rows(leaves)
 
     def affine_rows_bound(self, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
         """``A⁺·upper + A⁻·lower + d``: the rows' surrogate (upper-bound) R-part."""
-        return self.a_pos @ upper + self.a_neg @ lower + self.d
+        return self.affine.rows_bound(upper, lower)
 
     def bilinear_values(self, leaves: torch.Tensor) -> torch.Tensor:
         """``⟨u_b, R⟩ + u0_b`` [Bn]: what each ratio slack multiplies in its row."""
-        return torch.addmv(self.bil_u0, self.bil_u, leaves)
+        return self.bilinear.values(leaves)
 
     def bilinear_values_bound(self, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
         """Upper bound of ``⟨u_b, R⟩ + u0_b`` (ratio slacks are non-negative)."""
-        return self.bil_u_pos @ upper + self.bil_u_neg @ lower + self.bil_u0
-
-    def objective_affine(self, leaves: torch.Tensor) -> torch.Tensor:
-        return self.objective @ leaves + self.objective_constant
+        return self.bilinear.values_bound(upper, lower)
 
     def fixed_values(self, leaves: torch.Tensor) -> torch.Tensor:
         """Values ``φ [P]`` of the model-independent arguments at true leaf values."""
@@ -419,16 +360,7 @@ class LagrangianTerms(torch.nn.Module):
 
     def psi_values(self, slacks: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
         """``[h₀, h_1..h_M]``: every row's ψ terms at the slacks (index 0: the objective)."""
-        out = torch.zeros(self.num_rows + 1, dtype=slacks.dtype, device=slacks.device)
-        for n, t in enumerate(self.psi_terms):
-            args: list[torch.Tensor] = [slacks[0]] * t.psi.arity
-            for i, si in zip(t.free, t.slacks, strict=True):
-                args[i] = slacks[si]
-            for i, fi in t.fixed.items():
-                args[i] = fixed[fi]
-            val = t.coefficient * t.psi(*args)
-            out = out.index_add(0, getattr(self, f"psi_row_{n}"), val.reshape(1).to(out.dtype))
-        return out
+        return self.psi.values(slacks, fixed)
 
     def row_values(self, affine: torch.Tensor, bilinear: torch.Tensor, slacks: torch.Tensor,
                    fixed: torch.Tensor, ratios: torch.Tensor | None = None) -> torch.Tensor:
@@ -436,35 +368,9 @@ class LagrangianTerms(torch.nn.Module):
         ``affine`` (= :meth:`affine_rows`), ``bilinear`` (= :meth:`bilinear_values`) and the
         linearised ratios' values ``z`` (= :meth:`ratio_values`)."""
         out = affine
-        if self.num_slacks:
-            out = torch.addmv(out, self.b, slacks)
-        if self.num_bilinear:
-            out = out.index_add(0, self.bil_row, slacks[self.bil_slack] * bilinear)
-        if self.psi_terms:
-            out = out + self.psi_values(slacks, fixed)[1:]
-        if self.num_linear:
-            assert ratios is not None, "linearised ratios need ratio_values() of the step"
-            full = torch.zeros(self.num_rows + 1, dtype=out.dtype, device=out.device)
-            out = out + full.index_add(0, self.lin_row, self.lin_coef * ratios)[1:]
+        for term in self.terms:
+            out = term.add_rows(out, slacks, fixed, bilinear, ratios)
         return out
-
-    def objective_slack_value(self, slacks: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
-        """The objective's slack part ``⟨w_s, s⟩ + h₀`` (its value in the relaxed game)."""
-        out = self.objective_slack @ slacks
-        if self.psi_terms:
-            out = out + self.psi_values(slacks, fixed)[0]
-        return out
-
-    def slack_lagrangian(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
-                         fixed: torch.Tensor, bilinear: torch.Tensor) -> torch.Tensor:
-        """The slack-dependent part of L."""
-        value = omega * (self.objective_slack @ slacks) + lam @ (self.b @ slacks)
-        if self.num_bilinear:
-            value = value + (lam[self.bil_row] * slacks[self.bil_slack] * bilinear).sum()
-        if self.psi_terms:
-            h = self.psi_values(slacks, fixed)
-            value = value + omega * h[0] + lam @ h[1:]
-        return value
 
     # ------------------------------------------------------------------ slacks
     def initial_slacks(self, leaves: torch.Tensor) -> torch.Tensor:
@@ -478,16 +384,10 @@ class LagrangianTerms(torch.nn.Module):
                        fixed: torch.Tensor, bilinear: torch.Tensor) -> torch.Tensor:
         """``∂L/∂s``: linear parts in closed form; ψ parts by autograd over the slack terms
         only (never the model)."""
-        grad = omega * self.objective_slack + self.b_t @ lam
-        if self.num_bilinear:
-            grad = grad.index_add(0, self.bil_slack, lam[self.bil_row] * bilinear)
-        if self.psi_terms:
-            with torch.enable_grad():
-                leaf = slacks.detach().requires_grad_(True)
-                h = self.psi_values(leaf, fixed.detach())
-                value = omega.detach() * h[0] + lam.detach() @ h[1:]
-                (g,) = torch.autograd.grad(value, leaf)
-            grad = grad + torch.nan_to_num(g, nan=0.0, posinf=1e6, neginf=-1e6)
+        grad = None
+        for term in self.terms:
+            grad = term.add_slack_gradient(grad, omega, lam, slacks, fixed, bilinear)
+        assert grad is not None, "slack_gradient() of a problem without slacks"
         return grad
 
     def psi_best_response(self, omega: torch.Tensor, lam: torch.Tensor, slacks: torch.Tensor,
@@ -495,45 +395,16 @@ class LagrangianTerms(torch.nn.Module):
         """Slacks with every ψ slack at its best response ``argmin_ξ L`` (Lemma 1: ``∇ψ*``;
         closed forms or a fixed-step box solve, see ``conjugates.py``); ratio slacks (``z``, and
         the ``a, b`` of ``c·a/b``, which is not convex) unchanged."""
-        if not self._br_terms:
+        if not self.psi.has_best_response:
             return slacks
-        pull = self.b_t @ lam   # ∂/∂ξ of Σ λ_j ⟨B_j, s⟩: the linear term μ
-        parts = []
-        for n, t in self._br_terms:
-            weight = omega if t.row < 0 else lam[t.row]
-            idx = getattr(self, f"psi_idx_{n}")
-            xi = psi_linear_argmin(t.psi, weight * t.coefficient, pull[idx],
-                                   fixed={i: fixed[fi] for i, fi in t.fixed.items()},
-                                   steps=steps)
-            parts.append(xi)
-        return slacks.index_copy(0, self.psi_slacks, torch.cat(parts).to(slacks.dtype))
+        # ∂/∂ξ of Σ λ_j ⟨B_j, s⟩: the linear term μ
+        return self.psi.best_response(omega, lam, self.slack_rows.pull(lam), slacks, fixed,
+                                      steps)
 
     def psi_leader(self, affine: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor | None:
-        """``argmax_λ min_ξ L`` in closed form for (P1) — every row a ψ slack row of the
-        objective: at ``ξ = args`` stationarity gives ``λ_row = max(σ·∂(cψ)/∂ξ, 0)`` with the
-        arguments read off the rows' R-parts (``arg = σ·affine``). ``None`` for other shapes."""
-        if not self._p1_leader:
-            return None
-        grads = []
-        for n, t in enumerate(self.psi_terms):
-            first = getattr(self, f"leader_first_{n}")         # [free] row of each argument
-            sign = getattr(self, f"leader_first_sign_{n}")
-            lo, hi = getattr(self, f"leader_lo_{n}"), getattr(self, f"leader_hi_{n}")
-            with torch.enable_grad():
-                # Inside ψ's domain (a surrogate-payoff leader may sit outside it); a ψ whose
-                # gradient blows up at the boundary is then capped by the projection on Λ.
-                x = torch.minimum(torch.maximum(sign * affine[first], lo), hi).detach()
-                x.requires_grad_(True)
-                args: list[torch.Tensor] = [x[0]] * t.psi.arity
-                for m, i in enumerate(t.free):
-                    args[i] = x[m]
-                for i, fi in t.fixed.items():
-                    args[i] = fixed[fi].detach()
-                (grad,) = torch.autograd.grad(t.coefficient * t.psi(*args), x)
-            grads.append(torch.nan_to_num(grad, nan=0.0, posinf=1e6, neginf=-1e6))
-        g = torch.cat(grads)[self.leader_arg]
-        return torch.zeros_like(affine).index_copy(0, self.leader_rows,
-                                                   (self.leader_sign * g).clamp_min(0.0))
+        """``argmax_λ min_ξ L`` in closed form for (P1) (see :meth:`PsiTerms.leader`);
+        ``None`` for other shapes."""
+        return self.psi.leader(affine, fixed)
 
     def project_slacks(self, slacks: torch.Tensor) -> torch.Tensor:
         return torch.minimum(torch.maximum(slacks, self.slack_lo), self.slack_hi)
@@ -554,16 +425,12 @@ class LagrangianTerms(torch.nn.Module):
         (the first row of each constraint is ``g``): two ops instead of a mat-vec pass, none
         when the objective has no rate and every row is a constraint's (the returned tensors
         may then be shared: treat them as read-only)."""
-        if self._objective_zero:
-            objective = self.objective_constant_t
-        else:
-            objective = self.objective @ leaves + self.objective_constant
-        return objective, rows if self._rows_are_constraints else rows[self.constraint_rows]
+        return self.affine.truth_from_rows(leaves, rows)
 
     def max_violation_from_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """For an affine-only problem, ``max_c max(g_c, 0)`` (``|g_c|`` for ``==``) read off
         the true rows: an equality's two rows are ``g`` and ``−g`` exactly, so this is the
         largest row clamped at zero (0 without constraints)."""
         if not self.num_rows:
-            return self.objective_constant_t * 0.0
+            return self.affine.objective_constant_t * 0.0
         return rows.max().clamp_min(0.0)

@@ -274,8 +274,8 @@ def test_num_den_tight_slacks_with_kkt_multipliers_are_the_linearised_ratio():
         w = float(omega) if term.row < 0 else float(lam[term.row])
         num, den = float(s[ia]), float(s[ib])
         # each slack has one row; the λ of that row is its KKT multiplier
-        (ra, _), = nd._slack_rows[ia]
-        (rb, _), = nd._slack_rows[ib]
+        (ra, _), = nd.rows_of_slack[ia]
+        (rb, _), = nd.rows_of_slack[ib]
         lam[ra] = abs(term.coefficient) * w / den
         lam[rb] = abs(term.coefficient) * w * num / den ** 2
     grad = nd.slack_gradient(omega, lam, s, torch.zeros(0, dtype=torch.float64),
