@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fairgames.data import MinibatchSampler, TabularDataset
-from fairgames.game import BestResponsePlayer, ConstrainedOptimizer
+from fairgames.game import ConstrainedOptimizer
 from fairgames.game.solutions import SnapshotRecorder
 from fairgames.rates import Batch, EmptySubsetError
 
@@ -213,7 +213,6 @@ class Engine:
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.best_response = isinstance(copt.theta, BestResponsePlayer)
         self._full_fields = self._fields(None) if self.full_batch else None
         self._heldout_full = (self._heldout_fields(None)
                               if heldout is not None and self.heldout_sampler is None else None)
@@ -266,9 +265,10 @@ class Engine:
             index = next(self.sampler)
             x, fields = self.train.features[index], self._fields(index)
         self.model.train()
-        if self.best_response:
-            self.copt.step_batch(self.model, x, **fields)
-        else:
+
+        def closure() -> torch.Tensor:
+            # torch's closure: a gradient θ-player calls it once, a best-response θ-player
+            # once per inner step and once more to record the rates at its new θ
             self.copt.zero_grad()
             scores = self.model(x)
             if scores.dim() == 2 and scores.shape[1] == 1:
@@ -279,7 +279,9 @@ class Engine:
             loss.backward()
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)
-            self.copt.step()
+            return loss
+
+        self.copt.step(closure)
         self.step += 1
         self.snapshots.step()
         self._last = (x, fields)
@@ -426,9 +428,12 @@ def _check_data(data: GameData, copt: ConstrainedOptimizer) -> None:
     if heldout is not None and protected not in heldout.groups:
         raise ValueError(f"protected attribute {protected!r} is not in the held-out data "
                          f"({sorted(heldout.groups)})")
-    if heldout is not None and isinstance(copt.theta, BestResponsePlayer):
-        raise ValueError("a held-out split for the multipliers needs a gradient θ-player; "
-                         f"{copt.preset.name!r} plays θ by best response")
+    inside = [p.name for p in copt.players if p.plays_inside_step]
+    if heldout is not None and inside:
+        raise ValueError("a held-out split for the multipliers needs players that step on "
+                         f"records made before step(); in {copt.preset.name!r}, {inside} "
+                         "evaluate(s) the model inside step() (θ by best response): use a "
+                         "gradient θ-player")
     if (heldout is not None and data.baseline_scores is not None
             and data.heldout_baseline_scores is None):
         raise ValueError("the problem reads baseline scores: pass heldout_baseline_scores "
