@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -210,34 +210,55 @@ class TrueEvaluation(torch.nn.Module):
         return out[0], out[1:]
 
 
+@dataclass
+class CompiledRows:
+    """What the compiler (:meth:`Problem.compile`) fills while walking the expressions: the
+    rows (``A``, ``d``, ``B`` as dicts), the bilinear ratio entries, the slacks (box, start,
+    names, kinds), the model-independent arguments ``φ``, and the ψ and ratio terms."""
+
+    ratio_floor: float = 0.01
+    rows_a: list[list[float]] = field(default_factory=list)
+    rows_d: list[float] = field(default_factory=list)
+    rows_b: list[dict[int, float]] = field(default_factory=list)
+    bilinear: list[Bilinear] = field(default_factory=list)
+    objective_slack: dict[int, float] = field(default_factory=dict)
+    row_names: list[str] = field(default_factory=list)
+    row_kinds: list[str] = field(default_factory=list)
+    slack_lo: list[float] = field(default_factory=list)
+    slack_hi: list[float] = field(default_factory=list)
+    slack_init: list[tuple[list[float], float, list[float], float]] = field(
+        default_factory=list)
+    slack_names: list[str] = field(default_factory=list)
+    slack_kinds: list[str] = field(default_factory=list)
+    fixed_map: list[list[float]] = field(default_factory=list)
+    fixed_const: list[float] = field(default_factory=list)
+    psi_terms: list[PsiTerm] = field(default_factory=list)
+    ratio_terms: list[RatioTerm] = field(default_factory=list)
+    linear_ratios: list[LinearRatio] = field(default_factory=list)
+
+
 class LagrangianTerms(torch.nn.Module):
     """The compiled Lagrangian as a list of small terms (:mod:`fairgames.game.terms`), in the
     order their parts are summed: the affine rows (θ's leaf costs start there), the slack rows,
     the bilinear ratio rows, the ψ terms, the linearised ratios. Built by
     :class:`~fairgames.game.Problem`; move to a device with :meth:`on`."""
 
-    def __init__(self, *, num_leaves: int, objective: list[float], objective_constant: float,
-                 objective_slack: dict[int, float], rows_a: list[list[float]],
-                 rows_d: list[float], rows_b: list[dict[int, float]], bilinear: list[Bilinear],
-                 row_names: list[str], row_kinds: list[str], slack_lo: list[float],
-                 slack_hi: list[float], slack_init: list[tuple[list[float], float, list[float],
-                                                               float]],
-                 slack_names: list[str], slack_kinds: list[str], fixed_map: list[list[float]],
-                 fixed_const: list[float], psi_terms: list[PsiTerm],
-                 ratio_terms: list[RatioTerm], linear_ratios: list[LinearRatio],
-                 ratio_floor: float, truth: TrueEvaluation,
+    def __init__(self, c: CompiledRows, *, num_leaves: int, objective: list[float],
+                 objective_constant: float, truth: TrueEvaluation,
                  constraint_rows: Sequence[int] = ()) -> None:
         super().__init__()
-        k, m, s, p = num_leaves, len(rows_a), len(slack_lo), len(fixed_map)
+        rows_a, rows_b, row_kinds, psi_terms = c.rows_a, c.rows_b, c.row_kinds, c.psi_terms
+        bilinear, linear_ratios = c.bilinear, c.linear_ratios
+        k, m, s, p = num_leaves, len(rows_a), len(c.slack_lo), len(c.fixed_map)
         self.num_leaves, self.num_rows, self.num_slacks, self.num_fixed = k, m, s, p
-        self.row_names, self.row_kinds = list(row_names), list(row_kinds)
-        self.slack_names, self.slack_kinds = list(slack_names), list(slack_kinds)
+        self.row_names, self.row_kinds = list(c.row_names), list(row_kinds)
+        self.slack_names, self.slack_kinds = list(c.slack_names), list(c.slack_kinds)
         self.objective_constant = float(objective_constant)
-        self.psi_terms, self.ratio_terms = list(psi_terms), list(ratio_terms)
+        self.psi_terms, self.ratio_terms = list(psi_terms), list(c.ratio_terms)
         self.num_den_terms = [t for t in psi_terms if t.ratio]
         self.num_bilinear, self.num_linear = len(bilinear), len(linear_ratios)
         self.linear_ratios = list(linear_ratios)
-        self.ratio_floor = float(ratio_floor)
+        self.ratio_floor = float(c.ratio_floor)
         self.original = truth
         # slack → [(row, σ)] of its slack rows (σ = +1: arg ≤ slack, −1: arg ≥ slack).
         slack_rows: dict[int, list[tuple[int, float]]] = {}
@@ -250,25 +271,26 @@ class LagrangianTerms(torch.nn.Module):
             t.row < 0 for t in psi_terms) and not bilinear and not linear_ratios and not (
             self.num_den_terms)
         self.affine = AffineRows(objective=objective, objective_constant=objective_constant,
-                                 rows_a=rows_a, rows_d=rows_d,
+                                 rows_a=rows_a, rows_d=c.rows_d,
                                  constraint_rows=list(constraint_rows))
-        self.slack_rows = SlackRows(objective_slack=objective_slack, rows_b=rows_b,
+        self.slack_rows = SlackRows(objective_slack=c.objective_slack, rows_b=rows_b,
                                     num_slacks=s)
         self.bilinear = BilinearRatios(entries=bilinear, num_leaves=k)
         self.psi = PsiTerms(terms=psi_terms, num_rows=m, slack_rows=slack_rows,
                             p1_leader=p1_leader)
-        self.linear = LinearRatios(ratios=linear_ratios, num_leaves=k, ratio_floor=ratio_floor)
+        self.linear = LinearRatios(ratios=linear_ratios, num_leaves=k,
+                                   ratio_floor=c.ratio_floor)
         present = [self.affine, self.slack_rows if s else None,
                    self.bilinear if bilinear else None, self.psi if psi_terms else None,
                    self.linear if linear_ratios else None]
         self.terms = torch.nn.ModuleList([t for t in present if t is not None])
         for name, value in {
-            "slack_lo": _t(slack_lo, (s,)), "slack_hi": _t(slack_hi, (s,)),
-            "init_num": _t([x[0] for x in slack_init], (s, k)),
-            "init_num0": _t([x[1] for x in slack_init], (s,)),
-            "init_den": _t([x[2] for x in slack_init], (s, k)),
-            "init_den0": _t([x[3] for x in slack_init], (s,)),
-            "fixed_map": _t(fixed_map, (p, k)), "fixed_const": _t(fixed_const, (p,)),
+            "slack_lo": _t(c.slack_lo, (s,)), "slack_hi": _t(c.slack_hi, (s,)),
+            "init_num": _t([x[0] for x in c.slack_init], (s, k)),
+            "init_num0": _t([x[1] for x in c.slack_init], (s,)),
+            "init_den": _t([x[2] for x in c.slack_init], (s, k)),
+            "init_den0": _t([x[3] for x in c.slack_init], (s,)),
+            "fixed_map": _t(c.fixed_map, (p, k)), "fixed_const": _t(c.fixed_const, (p,)),
         }.items():
             self.register_buffer(name, value, persistent=False)
 

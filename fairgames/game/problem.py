@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -63,6 +63,7 @@ from fairgames.rates import (
 
 from .lagrangian import (
     Bilinear,
+    CompiledRows,
     LagrangianTerms,
     LinearRatio,
     PsiTerm,
@@ -76,31 +77,12 @@ RATIO_MODES = ("linearize", "num_den", "gradient")
 LossFn = Callable[[torch.Tensor, Batch], torch.Tensor]
 
 
-@dataclass
-class _Builder:
+@dataclass(kw_only=True)
+class _Builder(CompiledRows):
     """Accumulates rows, slacks and terms while walking the expressions (host side)."""
 
     leaf_index: dict[tuple, int]
-    ratio_floor: float
     ratio_mode: str = "linearize"
-    rows_a: list[list[float]] = field(default_factory=list)
-    rows_d: list[float] = field(default_factory=list)
-    rows_b: list[dict[int, float]] = field(default_factory=list)
-    bilinear: list[Bilinear] = field(default_factory=list)
-    objective_slack: dict[int, float] = field(default_factory=dict)
-    row_names: list[str] = field(default_factory=list)
-    row_kinds: list[str] = field(default_factory=list)
-    slack_lo: list[float] = field(default_factory=list)
-    slack_hi: list[float] = field(default_factory=list)
-    slack_init: list[tuple[list[float], float, list[float], float]] = field(
-        default_factory=list)
-    slack_names: list[str] = field(default_factory=list)
-    slack_kinds: list[str] = field(default_factory=list)
-    fixed_map: list[list[float]] = field(default_factory=list)
-    fixed_const: list[float] = field(default_factory=list)
-    psi_terms: list[PsiTerm] = field(default_factory=list)
-    ratio_terms: list[RatioTerm] = field(default_factory=list)
-    linear_ratios: list[LinearRatio] = field(default_factory=list)
 
     @property
     def k(self) -> int:
@@ -371,7 +353,7 @@ class Problem:
 
     def _compile(self, ratios: str) -> LagrangianTerms:
         index = {lf.key: i for i, lf in enumerate(self.leaves)}
-        b = _Builder(index, self.ratio_floor, ratios)
+        b = _Builder(leaf_index=index, ratio_floor=self.ratio_floor, ratio_mode=ratios)
         # The original constraints' rows come first, in order; slack rows follow.
         owners: list[tuple[str, Expression, int]] = []
         first_rows: list[int] = []     # the row holding each constraint's g (== : its "<=" row)
@@ -400,15 +382,10 @@ class Problem:
                     raise TypeError(f"unknown node {type(node).__name__}")
         truth = TrueEvaluation.build(objective, [c.expression for c in self.constraints.values()],
                                      index)
-        return LagrangianTerms(
-            num_leaves=len(self.leaves), objective=b.vector(objective.affine),
-            objective_constant=objective.affine.constant, objective_slack=b.objective_slack,
-            rows_a=b.rows_a, rows_d=b.rows_d, rows_b=b.rows_b, bilinear=b.bilinear,
-            row_names=b.row_names, row_kinds=b.row_kinds, slack_lo=b.slack_lo,
-            slack_hi=b.slack_hi, slack_init=b.slack_init, slack_names=b.slack_names,
-            slack_kinds=b.slack_kinds, fixed_map=b.fixed_map, fixed_const=b.fixed_const,
-            psi_terms=b.psi_terms, ratio_terms=b.ratio_terms, linear_ratios=b.linear_ratios,
-            ratio_floor=self.ratio_floor, truth=truth, constraint_rows=first_rows)
+        return LagrangianTerms(b, num_leaves=len(self.leaves),
+                               objective=b.vector(objective.affine),
+                               objective_constant=objective.affine.constant, truth=truth,
+                               constraint_rows=first_rows)
 
 
 def _named_constraints(constraints: Sequence[Constraint] | Mapping[str, Constraint] | Iterable
