@@ -439,8 +439,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                                "copt.lagrangian(batch) and backward() first, or pass a closure")
         omega, lam = self._weights.weights_snapshot()
         round = Round(self.terms, omega=omega, lam=lam, take_record=self._take_record,
-                      views=self._views, equality=self._equality, closure=closure,
-                      scaler=scaler)
+                      views=self._views, equality=self._equality, empty=self._empty,
+                      closure=closure, scaler=scaler)
         for player in self.players:
             if player.needs_grad:
                 player.play(round)

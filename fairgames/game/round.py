@@ -65,8 +65,8 @@ class Round:
 
     def __init__(self, terms: LagrangianTerms, *, omega: torch.Tensor, lam: torch.Tensor,
                  take_record: Callable[[], Record], views: dict[str, Any],
-                 equality: torch.Tensor, closure: Callable[[], Any] | None = None,
-                 scaler: Any = None) -> None:
+                 equality: torch.Tensor, empty: torch.Tensor,
+                 closure: Callable[[], Any] | None = None, scaler: Any = None) -> None:
         self.terms, self.omega, self.lam = terms, omega, lam
         self.closure, self.scaler = closure, scaler
         self.views, self._equality = views, equality
@@ -74,7 +74,7 @@ class Round:
         self._record: Record | None = None
         self.ok: torch.Tensor | None = None
         self.loss: Any = None
-        self.empty = equality.new_zeros(0)
+        self.empty = empty      # made once by the optimizer: no op per step
         self.slacks = self.empty
         self._cache: dict[str, Any] = {}
 
