@@ -160,19 +160,25 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     000's code): the λ-player's step is Adam's — after the first update λ = lr·sign(gain) on
     each active row, where plain OGD gives lr·gain — and it is refused where the λ-player
     is not gradient ascent."""
-    from fairgames.train.run import _multiplier_options
+    from fairgames.game.players import MULTIPLIER_OPTIMIZERS as LAMBDA_OPTIMIZERS
 
-    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='adam'.*steps a "
-                                          "gradient_ascent λ-player"):
+    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='adam': the "
+                                          "swap-regret λ-player .*has no multiplier_optimizer; "
+                                          "the gradient-ascent λ-player takes it"):
         validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multiplier_optimizer=adam"))
     with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='rmsprop'"):
         validate(compose_cfg("algorithm=algorithm2", "algorithm.multiplier_optimizer=rmsprop"))
-    assert _multiplier_options(None) is None
-    # one name → torch class table serves θ's optimizer and the λ-player's
+    # the λ-player's key becomes its `optimizer=` argument (null: plain projected OGD)
+    def lam_options(name):
+        return PRESETS["lagrangian"].optimizer_arguments(
+            {"multiplier_optimizer": name})["multiplier_options"]
+    assert lam_options(None) == {}
+    # one name → one torch class, for θ's optimizer and the λ-player's
     from fairgames.train.config import MULTIPLIER_OPTIMIZERS, OPTIMIZERS
     from fairgames.train.run import TORCH_OPTIMIZERS
     assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= set(MULTIPLIER_OPTIMIZERS)
-    assert _multiplier_options("adagrad") == {"optimizer": torch.optim.Adagrad}
+    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in MULTIPLIER_OPTIMIZERS)
+    assert lam_options("adagrad") == {"optimizer": torch.optim.Adagrad}
     res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
                     "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
     player = res.engine.copt.multipliers
