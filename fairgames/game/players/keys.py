@@ -128,3 +128,19 @@ def strategies_changed() -> None:
     """Tell the watchers that a strategy was registered or removed."""
     for fn in list(_WATCHERS):
         fn()
+
+
+def register_in(registry: dict[str, Any], name: str, cls: Any) -> None:
+    """``registry[name] = cls`` and tell the watchers; if one refuses (e.g. a config key
+    that clashes with another player's), the registry is left as it was."""
+    had, before = name in registry, registry.get(name)
+    registry[name] = cls
+    try:
+        strategies_changed()
+    except Exception:
+        if had:
+            registry[name] = before
+        else:
+            del registry[name]
+        strategies_changed()
+        raise

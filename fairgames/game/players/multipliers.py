@@ -43,7 +43,7 @@ import torch
 
 from ..projections import project_l1_ball_nonnegative
 from .base import Player, lr_group, step_size
-from .keys import ConfigKey, one_of, positive, strategies_changed
+from .keys import ConfigKey, one_of, positive, register_in, strategies_changed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -549,8 +549,7 @@ def register_multiplier_strategy(cls: type[MultiplierPlayer]) -> type[Multiplier
     class decorator."""
     if not (isinstance(cls, type) and issubclass(cls, MultiplierPlayer)):
         raise TypeError(f"a multiplier strategy is a MultiplierPlayer subclass, got {cls!r}")
-    MULTIPLIER_PLAYERS[cls.strategy] = cls
-    strategies_changed()
+    register_in(MULTIPLIER_PLAYERS, cls.strategy, cls)
     return cls
 
 

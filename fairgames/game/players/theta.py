@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .base import GameContext, Player
-from .keys import ConfigKey, positive, strategies_changed
+from .keys import ConfigKey, positive, register_in
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -139,8 +139,7 @@ def register_theta_strategy(cls: type[ThetaPlayer]) -> type[ThetaPlayer]:
     decorator."""
     if not (isinstance(cls, type) and issubclass(cls, ThetaPlayer)):
         raise TypeError(f"a θ strategy is a ThetaPlayer subclass, got {cls!r}")
-    THETA_PLAYERS[cls.strategy] = cls
-    strategies_changed()
+    register_in(THETA_PLAYERS, cls.strategy, cls)
     return cls
 
 
