@@ -171,9 +171,10 @@ class AlgorithmConfig:
                    settings={k: v for k, v in values.items() if k not in shared})
 
     def to_mapping(self) -> dict[str, Any]:
-        """The flat ``algorithm`` group."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "settings"},
-                **self.settings}
+        """The flat ``algorithm`` group, in the schema's order (the preset, its players' keys,
+        the problem's)."""
+        return {"name": self.name, "multipliers": self.multipliers, **self.settings,
+                "surrogate": self.surrogate, "ratio_floor": self.ratio_floor}
 
 
 _SCHEMA: dict[tuple[Any, ...], type] = {}
