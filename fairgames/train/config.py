@@ -338,7 +338,7 @@ register_group("data")
 register_group("problem", ProblemConfig)
 register_group("model", ModelConfig)
 register_group("optimizer", OptimizerConfig)
-register_group("algorithm", algorithm_schema())
+register_group("algorithm", algorithm_schema())   # refreshed by register() at the end
 register_group("trainer", TrainerConfig)
 register_group("seed")
 
@@ -437,13 +437,15 @@ def _not_played(a: DictConfig, players: Mapping[str, type[Player]], key: ConfigK
     and what to do."""
     roles = [role for role in ROLES if any(cls.name == role for cls in owners)]
     lacking = " and the ".join(player_label(players[r]) for r in roles if r in players)
-    remedy = "leave it null" if key.default is None else f"leave it at {key.default!r}"
+    remedies = ["leave it null" if key.default is None else f"leave it at {key.default!r}"]
     lam = [cls.strategy for cls in owners if cls.name == "multipliers"]
     if lam:
-        remedy += f", set algorithm.multipliers to {' / '.join(lam)},"
+        remedies.append(f"set algorithm.multipliers to {' / '.join(lam)}")
     presets = [name for name, p in PRESETS.items() if key.name in p.config_keys()]
-    remedy += (f" or pick an algorithm that plays it ({', '.join(presets)})" if presets
-               else "")
+    if presets:
+        remedies.append(f"pick an algorithm that plays it ({', '.join(presets)})")
+    remedy = " or ".join(remedies) if len(remedies) < 3 else (
+        f"{', '.join(remedies[:-1])}, or {remedies[-1]}")
     return (f"the {lacking or 'players'} of algorithm={a.name} "
             f"{'has' if lacking else 'have'} no {key.name}; {_takers(owners)}: {remedy}")
 
