@@ -20,6 +20,7 @@ from .optimizer import ConstrainedOptimizer
 from .players import (
     DEFAULT_RADIUS,
     BestResponsePlayer,
+    ConfigKey,
     DualContext,
     ExponentiatedGradient,
     FollowTheLeader,
@@ -33,6 +34,7 @@ from .players import (
     SwapRegret,
     make_multiplier_player,
     register_multiplier_strategy,
+    register_theta_strategy,
 )
 from .presets import DEFAULT_PRESET, PRESETS, PlayerOptions, Preset, get_preset
 from .problem import Problem
@@ -57,13 +59,14 @@ from .solutions import (
 
 __all__ = [
     "DEFAULT_PRESET", "DEFAULT_RADIUS", "PRESETS", "RULES", "STRATEGIES", "BestResponsePlayer",
-    "CandidateValues", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
+    "CandidateValues", "ConfigKey", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
     "FollowTheLeader", "GameContext", "GradientAscent", "GradientPlayer",
     "InfeasibilityMonitor", "LPMixture", "LagrangianTerms", "MonitorPlayer", "MultiplierPlayer",
     "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
     "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
     "box_argmin", "evaluate_candidates", "get_preset", "load_solution",
-    "make_multiplier_player", "materialize", "register_multiplier_strategy", "model_state",
+    "make_multiplier_player", "materialize", "register_multiplier_strategy",
+    "register_theta_strategy", "model_state",
     "project_box",
     "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
     "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",

@@ -43,13 +43,26 @@ its strategy names become players: :meth:`Preset.build_players` makes the θ-pla
 player (when the problem has slacks), the multipliers (each with the payoff the preset gives
 it) and the monitor; the optimizer then only plays the list. New strategies join by name
 through :func:`~fairgames.game.players.register_multiplier_strategy` (λ) and
-``THETA_PLAYERS`` (θ); players of other kinds join a game through the optimizer's
-``players=`` argument.
+:func:`~fairgames.game.players.register_theta_strategy` (θ); players of other kinds join a
+game through the optimizer's ``players=`` argument.
+
+Each player class declares the settings it takes from a run config in ``config_keys``
+(:class:`~fairgames.game.players.keys.ConfigKey`: ``theta_steps`` for the best-response
+θ-player; ``multiplier_lr``, ``radius``, ``multiplier_optimizer`` for gradient ascent;
+``multiplier_lr``, ``radius`` for exponentiated gradient; ``radius`` for follow-the-leader;
+``multiplier_lr`` for swap regret; ``slack_lr``, ``psi_steps`` for the slacks). A preset's
+settings are its players' (:meth:`Preset.config_keys`), and
+:meth:`Preset.optimizer_arguments` turns a config's values into the optimizer's arguments,
+so a strategy that declares a new key is configurable without a central list.
 
 Example:
     >>> p = PRESETS["algorithm2"].replace(multipliers="exponentiated_gradient", name="eg")
     >>> p.theta, p.multipliers, p.multiplier_payoff
     ('gradient', 'exponentiated_gradient', 'true')
+    >>> sorted(PRESETS["algorithm1"].config_keys())
+    ['multiplier_lr', 'multiplier_optimizer', 'psi_steps', 'radius', 'slack_lr', 'theta_steps']
+    >>> sorted(PRESETS["proxy_lagrangian"].config_keys())
+    ['multiplier_lr', 'psi_steps', 'slack_lr']
 """
 
 from __future__ import annotations
@@ -63,6 +76,7 @@ import torch
 
 from .lagrangian import LagrangianTerms
 from .players.base import Player
+from .players.keys import ConfigKey, merge_keys
 from .players.monitor import MonitorPlayer
 from .players.multipliers import MULTIPLIER_PLAYERS, MultiplierPlayer, make_multiplier_player
 from .players.slacks import PSI_STRATEGIES, SlackPlayer
@@ -72,6 +86,9 @@ from .problem import Problem
 
 PAYOFFS = ("true", "surrogate")
 THETA_STRATEGIES = tuple(THETA_PLAYERS)
+ROLES = {"theta": "θ-player", "slacks": "slack player", "multipliers": "λ-player",
+         "monitor": "infeasibility monitor"}
+"""A game's player roles (a player's ``name``) and how messages call them."""
 
 
 @dataclass
@@ -130,8 +147,8 @@ class Preset:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if self.theta not in THETA_STRATEGIES:
-            raise ValueError(f"{self.name}: theta must be one of {THETA_STRATEGIES}, "
+        if self.theta not in THETA_PLAYERS:
+            raise ValueError(f"{self.name}: theta must be one of {tuple(THETA_PLAYERS)}, "
                              f"got {self.theta!r}")
         for field_name in ("theta_payoff", "multiplier_payoff"):
             if getattr(self, field_name) not in PAYOFFS:
@@ -155,6 +172,54 @@ class Preset:
         if unknown:
             raise TypeError(f"unknown preset field(s) {sorted(unknown)}")
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def player_classes(self, multipliers: str | None = None) -> dict[str, type[Player]]:
+        """The classes of the preset's players by role (:data:`ROLES`), with ``multipliers``
+        (a strategy name) in place of the preset's λ strategy when given.
+
+        Example:
+            >>> classes = PRESETS["algorithm1"].player_classes(multipliers="swap_regret")
+            >>> [cls.__name__ for cls in classes.values()]
+            ['BestResponsePlayer', 'SlackPlayer', 'SwapRegret', 'MonitorPlayer']
+        """
+        strategy = multipliers or self.multipliers
+        if strategy not in MULTIPLIER_PLAYERS:
+            raise ValueError(f"unknown multiplier strategy {strategy!r}; choose one of "
+                             f"{sorted(MULTIPLIER_PLAYERS)}")
+        return {"theta": THETA_PLAYERS[self.theta], "slacks": SlackPlayer,
+                "multipliers": MULTIPLIER_PLAYERS[strategy], "monitor": MonitorPlayer}
+
+    def config_keys(self, multipliers: str | None = None) -> dict[str, ConfigKey]:
+        """The settings the preset's players take (see :meth:`player_classes`), by name."""
+        return {key.name: key for cls in self.player_classes(multipliers).values()
+                for key in cls.config_keys}
+
+    def optimizer_arguments(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """:class:`~fairgames.game.ConstrainedOptimizer` keyword arguments that play this
+        preset with a run config's settings: ``config`` maps keys to values (``multipliers``:
+        a λ strategy in place of the preset's; the keys its players declare, each absent or
+        ``None`` one at its default; other keys are not read). Values are expected valid
+        (the training layer checks them first).
+
+        Example:
+            >>> args = PRESETS["algorithm1"].optimizer_arguments({"theta_steps": 5,
+            ...                                                   "multiplier_lr": 0.1})
+            >>> args["theta"], args["multiplier_lr"], args["slack_lr"]
+            (BestResponsePlayer(steps=5, oracle=None), 0.1, 0.05)
+        """
+        classes = self.player_classes(config.get("multipliers"))
+        args = {role: _arguments(cls, config) for role, cls in classes.items()}
+        lam, slacks = args["multipliers"], args["slacks"]
+        if set(slacks) - {"lr", "psi_steps"}:
+            raise ValueError(f"the optimizer hands the slack player lr and psi_steps only, got "
+                             f"{sorted(slacks)}")
+        out = {"preset": self, "multipliers": config.get("multipliers"),
+               "multiplier_lr": lam.pop("lr", None), "radius": lam.pop("radius", None),
+               "multiplier_options": lam, "theta": classes["theta"](**args["theta"]),
+               "slack_lr": slacks.get("lr"), "monitor_options": args["monitor"]}
+        if "psi_steps" in slacks:
+            out["psi_steps"] = slacks["psi_steps"]
+        return out
 
     def build_players(self, problem: Problem, terms: LagrangianTerms, device: torch.device,
                       options: PlayerOptions | None = None) -> list[Player]:
@@ -247,6 +312,55 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 DEFAULT_PRESET = "proxy_lagrangian"
+
+
+def _arguments(cls: type[Player], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``cls``'s constructor arguments from a config's values of its keys (``None``: left to
+    the player)."""
+    out = {}
+    for key in cls.config_keys:
+        value = config.get(key.name, key.default)
+        if value is not None:
+            out[key.argument_name] = key.argument_value(value)
+    return out
+
+
+def strategy_classes() -> list[type[Player]]:
+    """Every registered player class a preset can play, λ strategies first (then the slacks,
+    the θ strategies, the monitor): the order of their keys in a config."""
+    return [*MULTIPLIER_PLAYERS.values(), SlackPlayer, *THETA_PLAYERS.values(), MonitorPlayer]
+
+
+def registered_config_keys() -> dict[str, tuple[ConfigKey, list[type[Player]]]]:
+    """Every setting a registered player declares, with the classes that take it.
+
+    Raises:
+        ValueError: two classes declare one key with another type or default.
+
+    Example:
+        >>> keys = registered_config_keys()
+        >>> [cls.__name__ for cls in keys["radius"][1]]
+        ['GradientAscent', 'ExponentiatedGradient', 'FollowTheLeader']
+    """
+    owners: dict[str, tuple[ConfigKey, list[Any]]] = {}
+    for cls in strategy_classes():
+        for key in cls.config_keys:
+            merge_keys(owners, key, cls)
+    return owners
+
+
+def player_label(cls: type[Player]) -> str:
+    """How messages name a player class: its strategy and role, e.g. ``swap-regret
+    λ-player``.
+
+    Example:
+        >>> player_label(MULTIPLIER_PLAYERS["swap_regret"]), player_label(SlackPlayer)
+        ('swap-regret λ-player', 'slack player')
+    """
+    role = ROLES.get(cls.name, f"{cls.name} player")
+    strategy = getattr(cls, "strategy", cls.name)
+    return role if strategy == cls.name or strategy in ("theta", "multipliers") else (
+        f"{strategy.replace('_', '-')} {role}")
 
 
 def resolve_preset(preset: str | Preset | None, *, multipliers: str | None = None,

@@ -28,17 +28,28 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from fairgames.game import PRESETS
+from fairgames.game.players import MULTIPLIER_OPTIMIZERS as _LAMBDA_OPTIMIZERS
+from fairgames.game.players import (
+    MULTIPLIER_PLAYERS,
+    ConfigKey,
+    Player,
+    watch_strategies,
+)
+from fairgames.game.presets import ROLES, player_label, registered_config_keys
+
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
 
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
-MULTIPLIER_OPTIMIZERS = ("sgd", "adam", "adagrad")
+MULTIPLIER_OPTIMIZERS = tuple(_LAMBDA_OPTIMIZERS)
 SPLITS = ("train", "validation", "test")
 CONSTRAINT_SPLITS = ("train", "validation", "holdout")
 STOCHASTIC = ("uniform", "shrunk")
@@ -124,32 +135,78 @@ class OptimizerConfig:
 
 @dataclass
 class AlgorithmConfig:
-    """A preset of paper 000 Table 2 (``fairgames.game.PRESETS``) and its step sizes.
+    """A preset of paper 000 Table 2 (``fairgames.game.PRESETS``, ``algorithm.name``) and the
+    settings of its players.
 
-    ``multiplier_lr`` / ``radius`` (κ of ‖λ‖₁ ≤ κ) default to the preset's strategy's when
-    null; ``multipliers`` overrides the preset's λ strategy; ``multiplier_optimizer`` (``sgd``,
-    ``adam``, ``adagrad``) steps a ``gradient_ascent`` λ-player with that torch optimizer
-    (ascending, then projected on Λ) instead of plain OGD — TFCO's ``constraint_optimizer``,
-    which paper 000's code sets to Adam; ``theta_steps`` is the inner loop
-    of a best-response θ-player (algorithm1, frank_wolfe); ``surrogate`` is the θ-player's
-    stand-in for the 0/1 indicator.
+    The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
+    of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
+    indicator) and ``ratio_floor``. Every other ``algorithm.<key>`` is declared by a player
+    class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
+    ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
+    ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the
+    strategy's), ``multiplier_optimizer`` (``sgd``/``adam``/``adagrad`` stepping a
+    gradient-ascent λ-player, TFCO's ``constraint_optimizer``), ``slack_lr``, ``psi_steps``.
+    A key is accepted for a preset when one of its players (after ``multipliers``) declares
+    it; the Hydra schema of the group is :func:`algorithm_schema`.
 
     Example:
-        >>> a = AlgorithmConfig(name="lagrangian", multiplier_lr=0.1)
-        >>> a.name, a.multiplier_lr, a.surrogate
-        ('lagrangian', 0.1, 'hinge')
+        >>> a = AlgorithmConfig.from_mapping({"name": "lagrangian", "multiplier_lr": 0.1})
+        >>> a.name, a.settings, a.surrogate
+        ('lagrangian', {'multiplier_lr': 0.1}, 'hinge')
+        >>> a.to_mapping()["multiplier_lr"]
+        0.1
     """
 
     name: str = "proxy_lagrangian"
     multipliers: str | None = None
-    multiplier_optimizer: str | None = None
-    multiplier_lr: float | None = None
-    radius: float | None = None
-    slack_lr: float = 0.05
-    psi_steps: int = 100
-    theta_steps: int = 20
     surrogate: str = "hinge"
     ratio_floor: float = 0.01
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AlgorithmConfig:
+        """From the flat ``algorithm`` group (shared keys, and the players' keys)."""
+        shared = {f.name for f in fields(cls)} - {"settings"}
+        return cls(**{k: v for k, v in values.items() if k in shared},
+                   settings={k: v for k, v in values.items() if k not in shared})
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The flat ``algorithm`` group, in the schema's order (the preset, its players' keys,
+        the problem's)."""
+        return {"name": self.name, "multipliers": self.multipliers, **self.settings,
+                "surrogate": self.surrogate, "ratio_floor": self.ratio_floor}
+
+
+_SCHEMA: dict[tuple[Any, ...], type] = {}
+
+
+def algorithm_schema() -> type:
+    """The ``algorithm`` group's Hydra schema (a dataclass named ``AlgorithmConfig``): the
+    shared keys of :class:`AlgorithmConfig` and every key a registered player class declares
+    (``fairgames.game.presets.registered_config_keys``), typed and with its default — so
+    ``algorithm.<key>=...`` composes for any registered strategy, and a misspelt key fails at
+    compose time. Rebuilt when the strategies change.
+
+    Example:
+        >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
+        ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
+         'psi_steps', 'theta_steps', 'surrogate', 'ratio_floor']
+    """
+    declared = [key for key, _ in registered_config_keys().values()]
+    signature = tuple((k.name, k.type, k.default) for k in declared)
+    if signature not in _SCHEMA:
+        shared = {f.name: f for f in fields(AlgorithmConfig) if f.name != "settings"}
+        own = [(k.name, k.type if k.default is not None else k.type | None,
+                field(default=k.default)) for k in declared]
+        front = [(n, shared[n].type, field(default=shared[n].default))
+                 for n in ("name", "multipliers")]
+        back = [(n, shared[n].type, field(default=shared[n].default))
+                for n in ("surrogate", "ratio_floor")]
+        schema = make_dataclass("AlgorithmConfig", [*front, *own, *back])
+        schema.__module__ = __name__
+        schema.__doc__ = "The ``algorithm`` group's schema (see :func:`algorithm_schema`)."
+        _SCHEMA[signature] = schema
+    return _SCHEMA[signature]
 
 
 @dataclass
@@ -226,14 +283,16 @@ class TrainConfig:
     problem: ProblemConfig = field(default_factory=ProblemConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    algorithm: Any = field(default_factory=lambda: algorithm_schema()())
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     seed: int = 0
     run_dir: str | None = None
 
 
 def register() -> None:
-    """Register ``train_schema`` in Hydra's ConfigStore (idempotent; done on import).
+    """Register ``train_schema`` in Hydra's ConfigStore and the ``algorithm`` group's keys in
+    the check registry (idempotent; done on import, and again whenever a strategy is
+    registered, so its keys compose).
 
     Example:
         >>> register()
@@ -241,9 +300,7 @@ def register() -> None:
         True
     """
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
-
-
-register()
+    register_group("algorithm", algorithm_schema())
 
 
 # --------------------------------------------------------------------------- validation
@@ -281,7 +338,7 @@ register_group("data")
 register_group("problem", ProblemConfig)
 register_group("model", ModelConfig)
 register_group("optimizer", OptimizerConfig)
-register_group("algorithm", AlgorithmConfig)
+register_group("algorithm", algorithm_schema())   # refreshed by register() at the end
 register_group("trainer", TrainerConfig)
 register_group("seed")
 
@@ -336,33 +393,75 @@ def _check_optimizer(c: DictConfig, check: Checks) -> None:
 
 @register_validator("algorithm")
 def _check_algorithm(c: DictConfig, check: Checks) -> None:
-    from fairgames.game import PRESETS
-    from fairgames.game.players import MULTIPLIER_PLAYERS
     from fairgames.rates.surrogates import KINDS
 
     a = c.algorithm
     check.choice("algorithm.name", a.name, PRESETS)
     if a.multipliers is not None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
-    check.positive("algorithm.multiplier_lr", a.multiplier_lr, allow_none=True)
-    check.positive("algorithm.radius", a.radius, allow_none=True)
-    strategy = a.multipliers or (PRESETS[a.name].multipliers if a.name in PRESETS else None)
-    if a.multiplier_optimizer is not None:
-        check.choice("algorithm.multiplier_optimizer", a.multiplier_optimizer,
-                     MULTIPLIER_OPTIMIZERS)
-        if strategy != "gradient_ascent":
-            check.bad("algorithm.multiplier_optimizer", a.multiplier_optimizer,
-                      f"steps a gradient_ascent λ-player; algorithm={a.name} plays {strategy}: "
-                      "leave it null or set algorithm.multipliers=gradient_ascent")
-    if a.radius is not None and strategy == "swap_regret":
-        check.bad("algorithm.radius", a.radius, "the swap-regret λ-player (proxy_lagrangian) "
-                  "has no radius; leave it null or pick another algorithm")
-    check.positive("algorithm.slack_lr", a.slack_lr)
-    check.positive("algorithm.psi_steps", a.psi_steps, integer=True)
-    check.positive("algorithm.theta_steps", a.theta_steps, integer=True)
     check.choice("algorithm.surrogate", a.surrogate, KINDS)
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
+
+
+@register_validator("algorithm")
+def _check_player_settings(c: DictConfig, check: Checks) -> None:
+    """Every key a player declares: its rule where the preset plays it, else it must be left
+    at its default (a key no player of this game reads would be silently ignored)."""
+    a = c.algorithm
+    players = _players_of(a)
+    played = ({} if players is None else
+              {k.name: k for cls in players.values() for k in cls.config_keys})
+    for name, (key, owners) in registered_config_keys().items():
+        value = a.get(name, key.default)
+        if players is None or name in played:
+            problem = played.get(name, key).problem(value)
+            if problem is not None:
+                check.bad(f"algorithm.{name}", value, problem)
+        elif value != key.default:
+            check.bad(f"algorithm.{name}", value, _not_played(a, players, key, owners))
+
+
+def _players_of(a: DictConfig) -> dict[str, type[Player]] | None:
+    """The classes of the players ``algorithm=a.name`` plays, by role (``None`` when the name
+    or the λ strategy is unknown: reported by ``_check_algorithm``)."""
+    if a.name not in PRESETS or (a.multipliers is not None and
+                                 a.multipliers not in MULTIPLIER_PLAYERS):
+        return None
+    return PRESETS[a.name].player_classes(a.multipliers)
+
+
+def _not_played(a: DictConfig, players: Mapping[str, type[Player]], key: ConfigKey,
+                owners: list[type[Player]]) -> str:
+    """Why ``key`` is refused: which of the game's players lacks it, which players take it,
+    and what to do."""
+    roles = [role for role in ROLES if any(cls.name == role for cls in owners)]
+    lacking = " and the ".join(player_label(players[r]) for r in roles if r in players)
+    remedies = ["leave it null" if key.default is None else f"leave it at {key.default!r}"]
+    lam = [cls.strategy for cls in owners if cls.name == "multipliers"]
+    if lam:
+        remedies.append(f"set algorithm.multipliers to {' / '.join(lam)}")
+    presets = [name for name, p in PRESETS.items() if key.name in p.config_keys()]
+    if presets:
+        remedies.append(f"pick an algorithm that plays it ({', '.join(presets)})")
+    remedy = " or ".join(remedies) if len(remedies) < 3 else (
+        f"{', '.join(remedies[:-1])}, or {remedies[-1]}")
+    return (f"the {lacking or 'players'} of algorithm={a.name} "
+            f"{'has' if lacking else 'have'} no {key.name}; {_takers(owners)}: {remedy}")
+
+
+def _takers(owners: list[type[Player]]) -> str:
+    """``the gradient-ascent and swap-regret λ-players take it``."""
+    labels = [player_label(cls) for cls in owners]
+    if len(labels) == 1:
+        return f"the {labels[0]} takes it"
+    # "a-b λ-player" for each owner of one role: name the strategies once, the role once
+    strategies = [label.rsplit(" ", 1)[0] for label in labels]
+    roles = {label.rsplit(" ", 1)[-1] for label in labels}
+    if len(roles) == 1:
+        return (f"the {', '.join(strategies[:-1])} and {strategies[-1]} {roles.pop()}s "
+                "take it")
+    return f"the {', '.join(labels[:-1])} and {labels[-1]} take it"
 
 
 @register_validator("trainer")
@@ -394,19 +493,19 @@ def _check_trainer_loop(c: DictConfig, check: Checks) -> None:
 @register_validator("trainer")
 def _check_trainer_data(c: DictConfig, check: Checks) -> None:
     """Where the game sees the constraints, how solutions are chosen, resuming."""
-    from fairgames.game import PRESETS
-
     t, a = c.trainer, c.algorithm
     check.choice("trainer.selection_split", t.selection_split, SPLITS)
     # Test stays out of training: the multipliers play on training or validation rows only.
     check.choice("trainer.constraint_split", t.constraint_split, CONSTRAINT_SPLITS)
     if not 0.0 < t.constraint_fraction < 1.0:
         check.bad("trainer.constraint_fraction", t.constraint_fraction, "must lie in (0, 1)")
-    if (t.constraint_split != "train" and a.name in PRESETS
-            and PRESETS[a.name].theta == "best_response"):
+    players = _players_of(a)
+    inside = [player_label(cls) for cls in (players or {}).values() if cls.plays_inside_step]
+    if t.constraint_split != "train" and inside:
         check.bad("trainer.constraint_split", t.constraint_split,
-                  f"algorithm={a.name} plays θ by best response, which computes the "
-                  "multipliers' step itself; a held-out split needs a gradient θ-player")
+                  f"algorithm={a.name}'s {inside[0]} evaluates its own batches inside the "
+                  "step (a best response computes the multipliers' step itself); a held-out "
+                  "split needs players that do not, e.g. a gradient θ-player")
     check.choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
     check.choice("trainer.stochastic", t.stochastic, STOCHASTIC)
     if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):
@@ -417,3 +516,7 @@ def _check_trainer_data(c: DictConfig, check: Checks) -> None:
 def _check_seed(c: DictConfig, check: Checks) -> None:
     if isinstance(c.seed, bool) or not isinstance(c.seed, int) or c.seed < 0:
         check.bad("seed", c.seed, "a non-negative integer")
+
+
+register()
+watch_strategies(register)   # a strategy registered later composes with its keys too

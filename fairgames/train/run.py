@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fairgames.data import DatasetSplits
-from fairgames.game import BestResponsePlayer, ConstrainedOptimizer, Problem, get_preset
+from fairgames.game import ConstrainedOptimizer, Problem, get_preset
 from fairgames.models import build_model
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import error_rate
@@ -165,7 +165,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
         model=ModelRecipe(model_factory, optimizer_factory(opt_cfg), grad_clip=opt_cfg.grad_clip,
                           config={"input_dim": input_dim, **model_cfg}),
         spec=_spec_from_config(problem_cfg), splits=splits, protected=str(cfg.data.protected),
-        algorithm=AlgorithmConfig(**OmegaConf.to_container(cfg.algorithm, resolve=True)),
+        algorithm=AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm,
+                                                                      resolve=True)),
         trainer=TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True)),
         seed=seed, device=device, run_dir=directory,
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -189,7 +190,8 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         splits: train / validation / test data (moved to the model's device).
         protected: the attribute defining the groups.
         optimizer: the model's torch optimizer (default Adam, lr 0.01).
-        algorithm: a preset name or :class:`AlgorithmConfig` fields.
+        algorithm: a preset name, an :class:`AlgorithmConfig`, or the flat `algorithm` keys
+            (`{"name": "algorithm1", "theta_steps": 5}`).
         trainer: :class:`TrainerConfig` fields (steps, batch_size, ...).
         seed: seed of the minibatch order and of helper models.
         run_dir: write outputs (results.json, report.md, TensorBoard, checkpoints) here.
@@ -206,7 +208,7 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         ['ppr_high[0]', 'ppr_high[1]', 'ppr_low[0]', 'ppr_low[1]']
     """
     algorithm, trainer = _fit_configs(protected, algorithm, trainer, seed)
-    config = {"algorithm": asdict(algorithm), "trainer": asdict(trainer), "seed": seed}
+    config = {"algorithm": algorithm.to_mapping(), "trainer": asdict(trainer), "seed": seed}
     device = next(model.parameters()).device
     if isinstance(problem, str):
         problem = load_problem(problem)
@@ -226,22 +228,25 @@ def _fit_configs(protected: str, algorithm: str | Mapping[str, Any] | AlgorithmC
                  trainer: Mapping[str, Any] | TrainerConfig | None, seed: int
                  ) -> tuple[AlgorithmConfig, TrainerConfig]:
     """``fit``'s algorithm and trainer as validated configs (a trainer mapping defaults to no
-    progress bar and no periodic checkpoints)."""
+    progress bar and no periodic checkpoints; the algorithm's settings are completed with
+    their defaults)."""
     if isinstance(algorithm, str):
         algorithm = AlgorithmConfig(name=algorithm)
     elif isinstance(algorithm, Mapping):
-        algorithm = AlgorithmConfig(**algorithm)
+        algorithm = AlgorithmConfig.from_mapping(algorithm)
     if trainer is None:
         trainer = TrainerConfig()
     elif isinstance(trainer, Mapping):
         trainer = TrainerConfig(**{"progress": False, "checkpoint_every": 0, **trainer})
     structured = OmegaConf.structured(TrainConfig(
-        data={"name": "custom", "protected": protected}, algorithm=algorithm, trainer=trainer,
-        seed=seed))
+        data={"name": "custom", "protected": protected}, trainer=trainer, seed=seed))
+    with open_dict(structured.algorithm):    # an unknown key is named by validate()
+        structured.algorithm.merge_with(algorithm.to_mapping())
     structured.problem.name = "custom"
     structured.problem.objective = "error()"
     validate(structured)
-    return algorithm, trainer
+    return (AlgorithmConfig.from_mapping(OmegaConf.to_container(structured.algorithm)),
+            trainer)
 
 
 def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
@@ -283,7 +288,8 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-# The config's optimizer names (OPTIMIZERS; the λ-player takes MULTIPLIER_OPTIMIZERS of them).
+# The config's optimizer names (OPTIMIZERS) for θ; the λ-player's are its own config key's
+# (fairgames.game.players.MULTIPLIER_OPTIMIZERS).
 TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
     "adagrad": torch.optim.Adagrad}
@@ -306,12 +312,6 @@ def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
         return TORCH_OPTIMIZERS[cfg.name](params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                           **extra)
     return make
-
-
-def _multiplier_options(name: str | None) -> dict[str, Any] | None:
-    """The gradient-ascent λ-player's torch optimizer (built by the player with its ``lr`` and
-    ``maximize=True``), or None for plain projected OGD."""
-    return None if name is None else {"optimizer": TORCH_OPTIMIZERS[name]}
 
 
 def _spec_from_config(problem_cfg: Mapping[str, Any]) -> ProblemSpec:
@@ -615,15 +615,11 @@ def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, Const
     model = ctx.main_model if ctx.main_model is not None else recipe.factory()
     model = model.to(ctx.inputs.device)
     opt = recipe.optimizer(model.parameters())
-    preset = get_preset(algorithm.name)
-    theta = (BestResponsePlayer(steps=algorithm.theta_steps)
-             if preset.theta == "best_response" else None)
+    # The preset makes its players from their settings (the keys each player declares).
+    arguments = get_preset(algorithm.name).optimizer_arguments(
+        {"multipliers": algorithm.multipliers, **algorithm.settings})
     try:
-        copt = ConstrainedOptimizer(
-            built.problem, opt, preset=preset, multipliers=algorithm.multipliers,
-            multiplier_options=_multiplier_options(algorithm.multiplier_optimizer),
-            multiplier_lr=algorithm.multiplier_lr, radius=algorithm.radius,
-            slack_lr=algorithm.slack_lr, psi_steps=algorithm.psi_steps, theta=theta)
+        copt = ConstrainedOptimizer(built.problem, opt, **arguments)
     except ValueError as e:
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.

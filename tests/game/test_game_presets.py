@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -14,8 +16,11 @@ from fairgames.game import (
     FollowTheLeader,
     GradientAscent,
     GradientPlayer,
+    MonitorPlayer,
+    MultiplierPlayer,
     Preset,
     Problem,
+    SlackPlayer,
     SwapRegret,
 )
 from fairgames.rates import error_rate, fmeasure, gmean, group, true_positive_rate
@@ -145,3 +150,92 @@ def test_a_user_composes_a_preset_from_parts(synthetic, helpers):
         PRESETS["algorithm2"].replace(dual="x")
     with pytest.raises(ValueError, match="unknown multiplier strategy"):
         Preset("x", multipliers="hedge")
+
+
+# The settings each player class takes from a run config (algorithm.<key>), as documented in
+# docs/training.md, and the constructor argument each becomes.
+PLAYER_SETTINGS = {
+    GradientPlayer: {},
+    BestResponsePlayer: {"theta_steps": "steps"},
+    GradientAscent: {"multiplier_optimizer": "optimizer", "multiplier_lr": "lr",
+                     "radius": "radius"},
+    ExponentiatedGradient: {"multiplier_lr": "lr", "radius": "radius"},
+    FollowTheLeader: {"radius": "radius"},
+    SwapRegret: {"multiplier_lr": "lr"},
+    SlackPlayer: {"slack_lr": "lr", "psi_steps": "psi_steps"},
+    MonitorPlayer: {},
+}
+
+
+@pytest.mark.parametrize("cls", list(PLAYER_SETTINGS), ids=lambda c: c.__name__)
+def test_each_player_declares_the_settings_it_takes(cls):
+    keys = {k.name: k.argument_name for k in cls.config_keys}
+    assert keys == PLAYER_SETTINGS[cls]
+    # each becomes an argument the constructor has
+    params = inspect.signature(cls.__init__).parameters
+    assert set(keys.values()) <= set(params)
+    if issubclass(cls, MultiplierPlayer):       # make_multiplier_player's own flags agree
+        assert cls.has_lr == ("multiplier_lr" in keys)
+        assert cls.has_radius == ("radius" in keys)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_2))
+def test_a_presets_settings_are_its_players(name):
+    theta, _, _, lam, _, _ = TABLE_2[name]
+    theta_cls = BestResponsePlayer if theta == "best_response" else GradientPlayer
+    expected = {**PLAYER_SETTINGS[theta_cls], **PLAYER_SETTINGS[SlackPlayer],
+                **PLAYER_SETTINGS[PLAYER_CLASSES[lam]]}
+    assert set(PRESETS[name].config_keys()) == set(expected)
+    # with another λ strategy, that strategy's settings instead of the preset's
+    swapped = PRESETS[name].config_keys(multipliers="swap_regret")
+    assert set(swapped) == {*PLAYER_SETTINGS[theta_cls], *PLAYER_SETTINGS[SlackPlayer],
+                            "multiplier_lr"}
+
+
+def _player(copt, name):
+    (player,) = [p for p in copt.players if p.name == name]
+    return player
+
+
+def test_a_preset_builds_its_players_from_config_settings():
+    model = torch.nn.Linear(5, 1)
+    settings = {"theta_steps": 5, "multiplier_lr": 0.2, "radius": 3.0, "slack_lr": 0.01,
+                "psi_steps": 7, "multiplier_optimizer": "sgd", "surrogate": "ignored"}
+    copt = ConstrainedOptimizer(Problem(1.0 - gmean()),
+                                torch.optim.SGD(model.parameters(), lr=0.1),
+                                **PRESETS["algorithm1"].optimizer_arguments(settings))
+    theta, lam, slacks = (_player(copt, n) for n in ("theta", "multipliers", "slacks"))
+    assert type(theta) is BestResponsePlayer and theta.steps == 5
+    assert type(lam) is GradientAscent and lam.radius == 3.0
+    assert isinstance(lam.optimizer, torch.optim.SGD) and lam.optimizer.param_groups[0]["lr"] == 0.2
+    assert slacks.lr.item() == pytest.approx(0.01) and slacks.psi_steps == 7
+    # another λ strategy, with its own settings only
+    copt = ConstrainedOptimizer(
+        Problem(1.0 - gmean()), torch.optim.SGD(model.parameters(), lr=0.1),
+        **PRESETS["algorithm1"].optimizer_arguments({"multipliers": "swap_regret",
+                                                     "multiplier_lr": 0.3}))
+    assert type(copt.multipliers) is SwapRegret
+    assert copt.multipliers.lr.item() == pytest.approx(0.3)
+    # None (or absent): the preset's value, else the strategy's default
+    for preset, lr in (("algorithm3", 0.3), ("lagrangian", 0.5)):
+        copt = ConstrainedOptimizer(
+            Problem(1.0 - gmean()), torch.optim.SGD(model.parameters(), lr=0.1),
+            **PRESETS[preset].optimizer_arguments({"multiplier_lr": None}))
+        assert copt.multipliers.lr.item() == pytest.approx(lr)
+        assert type(_player(copt, "theta")) is GradientPlayer
+
+
+def test_two_declarations_of_one_key_must_agree(monkeypatch):
+    from fairgames.game.players import MULTIPLIER_PLAYERS, ConfigKey
+    from fairgames.game.presets import registered_config_keys
+
+    class Clash(GradientAscent):
+        strategy = "clash"
+        config_keys = (ConfigKey("radius", float, 5.0),)
+
+    assert registered_config_keys()["radius"][1] == [GradientAscent, ExponentiatedGradient,
+                                                     FollowTheLeader]
+    monkeypatch.setitem(MULTIPLIER_PLAYERS, "clash", Clash)
+    with pytest.raises(ValueError, match="'radius' is declared by .*GradientAscent.* as float "
+                                         r"\(default None\) and by .*Clash.* \(default 5.0\)"):
+        registered_config_keys()

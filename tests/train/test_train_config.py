@@ -160,19 +160,25 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     000's code): the λ-player's step is Adam's — after the first update λ = lr·sign(gain) on
     each active row, where plain OGD gives lr·gain — and it is refused where the λ-player
     is not gradient ascent."""
-    from fairgames.train.run import _multiplier_options
+    from fairgames.game.players import MULTIPLIER_OPTIMIZERS as LAMBDA_OPTIMIZERS
 
-    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='adam'.*steps a "
-                                          "gradient_ascent λ-player"):
+    with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='adam': the "
+                                          "swap-regret λ-player .*has no multiplier_optimizer; "
+                                          "the gradient-ascent λ-player takes it"):
         validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multiplier_optimizer=adam"))
     with pytest.raises(ConfigError, match="algorithm.multiplier_optimizer='rmsprop'"):
         validate(compose_cfg("algorithm=algorithm2", "algorithm.multiplier_optimizer=rmsprop"))
-    assert _multiplier_options(None) is None
-    # one name → torch class table serves θ's optimizer and the λ-player's
+    # the λ-player's key becomes its `optimizer=` argument (null: plain projected OGD)
+    def lam_options(name):
+        return PRESETS["lagrangian"].optimizer_arguments(
+            {"multiplier_optimizer": name})["multiplier_options"]
+    assert lam_options(None) == {}
+    # one name → one torch class, for θ's optimizer and the λ-player's
     from fairgames.train.config import MULTIPLIER_OPTIMIZERS, OPTIMIZERS
     from fairgames.train.run import TORCH_OPTIMIZERS
     assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= set(MULTIPLIER_OPTIMIZERS)
-    assert _multiplier_options("adagrad") == {"optimizer": torch.optim.Adagrad}
+    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in MULTIPLIER_OPTIMIZERS)
+    assert lam_options("adagrad") == {"optimizer": torch.optim.Adagrad}
     res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
                     "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
     player = res.engine.copt.multipliers
@@ -186,3 +192,31 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     player.update(gain)
     expected = torch.clamp(0.01 * torch.sign(gain), min=0.0)
     torch.testing.assert_close(player.weights()[1], expected, atol=1e-6, rtol=1e-4)
+
+
+def test_a_setting_no_player_of_the_game_takes_is_refused(compose_cfg):
+    """A key is taken when a player of the preset (after algorithm.multipliers) declares it;
+    set to anything but its default otherwise, it is refused — all such keys in one message,
+    each naming the game's player that lacks it and the players that take it."""
+    cfg = compose_cfg("algorithm=nemsis", "algorithm.multiplier_lr=0.5",
+                      "algorithm.theta_steps=5", "algorithm.multiplier_optimizer=sgd")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    lines = str(info.value).splitlines()[1:]
+    assert [ln.strip().split("=")[0] for ln in lines] == [
+        "algorithm.multiplier_optimizer", "algorithm.multiplier_lr", "algorithm.theta_steps"]
+    assert ("the follow-the-leader λ-player of algorithm=nemsis has no multiplier_lr; the "
+            "gradient-ascent, exponentiated-gradient and swap-regret λ-players take it") in lines[1]
+    assert ("the gradient θ-player of algorithm=nemsis has no theta_steps; the best-response "
+            "θ-player takes it: leave it at 20 or pick an algorithm that plays it "
+            "(frank_wolfe, algorithm1)") in lines[2]
+    # a setting left at its default is not "set" (reproduce_000 pins theta_steps=20 for all)
+    validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.theta_steps=20"))
+    # swapping the λ-player swaps its settings: algorithm2.yaml's step is not follow-the-leader's
+    with pytest.raises(ConfigError, match=r"algorithm.multiplier_lr=0.5: the follow-the-leader "
+                                          r"λ-player of algorithm=algorithm2"):
+        validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader"))
+    validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader",
+                         "algorithm.multiplier_lr=null"))
+    validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multipliers=gradient_ascent",
+                         "algorithm.radius=5", "algorithm.multiplier_optimizer=adam"))

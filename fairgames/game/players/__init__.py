@@ -7,9 +7,11 @@ Example:
 """
 
 from .base import GameContext, Player
+from .keys import ConfigKey, one_of, positive, strategies_changed, watch_strategies
 from .monitor import MonitorPlayer
 from .multipliers import (
     DEFAULT_RADIUS,
+    MULTIPLIER_OPTIMIZERS,
     MULTIPLIER_PLAYERS,
     DualContext,
     ExponentiatedGradient,
@@ -19,8 +21,16 @@ from .multipliers import (
     SwapRegret,
     make_multiplier_player,
     register_multiplier_strategy,
+    unregister_multiplier_strategy,
 )
 from .slacks import PSI_STRATEGIES, RATIO_STRATEGIES, SlackPlayer
-from .theta import BestResponsePlayer, GradientPlayer, ThetaPlayer, make_theta_player
+from .theta import (
+    THETA_PLAYERS,
+    BestResponsePlayer,
+    GradientPlayer,
+    ThetaPlayer,
+    make_theta_player,
+    register_theta_strategy,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

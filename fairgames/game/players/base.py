@@ -46,6 +46,8 @@ import torch
 
 from fairgames.rates import Batch
 
+from .keys import ConfigKey
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..lagrangian import LagrangianTerms
     from ..problem import Problem
@@ -81,6 +83,9 @@ class Player:
         needs_grad: ``play`` runs with autograd and autocast as the caller has them (the
             θ-players, whose closure evaluates the model); others play under ``no_grad``, in
             fp32.
+        config_keys: the settings the class takes from a run config (``algorithm.<key>``,
+            :class:`~fairgames.game.players.keys.ConfigKey`); a preset takes the union of its
+            players' keys.
     """
 
     name: str = "player"
@@ -89,6 +94,7 @@ class Player:
     needs: frozenset[str] = frozenset()
     plays_inside_step: bool = False
     needs_grad: bool = False
+    config_keys: tuple[ConfigKey, ...] = ()
 
     def bind(self, game: GameContext) -> None:
         """Allocate state for ``game`` (called once by the optimizer, before any step)."""

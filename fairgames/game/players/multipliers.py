@@ -43,6 +43,7 @@ import torch
 
 from ..projections import project_l1_ball_nonnegative
 from .base import Player, lr_group, step_size
+from .keys import ConfigKey, one_of, positive, register_in, strategies_changed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -54,6 +55,21 @@ DEFAULT_RADIUS = 10.0
 objectives are O(1), so a constraint rarely needs a multiplier above a few units; κ = 10 leaves
 room and keeps the θ-player's step bounded. Multipliers that sit at κ while violations persist
 make :meth:`ConstrainedOptimizer.likely_infeasible` fire; raise κ if the problem is feasible."""
+
+MULTIPLIER_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+"""The torch optimizers a :class:`GradientAscent` player can step with, by config name."""
+
+# The settings of the λ-players (``algorithm.<name>`` of a run config). ``None``: the preset's
+# value, else the strategy's own default.
+MULTIPLIER_LR = ConfigKey("multiplier_lr", float, None, "the λ-player's step size",
+                          positive(), argument="lr")
+RADIUS = ConfigKey("radius", float, None, "κ of Λ = {λ ≥ 0, ‖λ‖₁ ≤ κ}", positive())
+MULTIPLIER_OPTIMIZER = ConfigKey(
+    "multiplier_optimizer", str, None,
+    "a torch optimizer (sgd, adam, adagrad) stepping the gradient-ascent λ-player, projected "
+    "on Λ (TFCO's constraint_optimizer); null: plain projected OGD",
+    one_of(MULTIPLIER_OPTIMIZERS), argument="optimizer", convert=MULTIPLIER_OPTIMIZERS.get)
 
 
 @dataclass
@@ -171,6 +187,7 @@ class GradientAscent(MultiplierPlayer):
     """
 
     strategy = "gradient_ascent"
+    config_keys = (MULTIPLIER_OPTIMIZER, MULTIPLIER_LR, RADIUS)
 
     def __init__(self, num_rows: int, *, lr: float = 0.5, radius: float = DEFAULT_RADIUS,
                  optimizer: type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
@@ -266,6 +283,7 @@ class ExponentiatedGradient(MultiplierPlayer):
     """
 
     strategy = "exponentiated_gradient"
+    config_keys = (MULTIPLIER_LR, RADIUS)
 
     def __init__(self, num_rows: int, *, lr: float = 1.0, radius: float = DEFAULT_RADIUS,
                  initial: float = 0.01, **kw: Any) -> None:
@@ -318,6 +336,7 @@ class FollowTheLeader(MultiplierPlayer):
 
     strategy = "follow_the_leader"
     has_lr = False
+    config_keys = (RADIUS,)
 
     def __init__(self, num_rows: int, *, radius: float = DEFAULT_RADIUS, inner_steps: int = 100,
                  inner_lr: float = 1.0, **kw: Any) -> None:
@@ -428,6 +447,7 @@ class SwapRegret(MultiplierPlayer):
     lagrangian = False
     has_radius = False
     no_radius_reason = ": its weights live on the simplex (ω, λ), so λ/ω is unbounded"
+    config_keys = (MULTIPLIER_LR,)
 
     def __init__(self, num_rows: int, *, lr: float = 1.0, minimum: float = 1e-3,
                  method: str = "auto", power_iterations: int = 8, **kw: Any) -> None:
@@ -525,11 +545,18 @@ MULTIPLIER_PLAYERS: dict[str, type[MultiplierPlayer]] = {
 
 def register_multiplier_strategy(cls: type[MultiplierPlayer]) -> type[MultiplierPlayer]:
     """Make a :class:`MultiplierPlayer` subclass playable by its ``strategy`` name (presets,
-    ``algorithm.multipliers``); usable as a class decorator."""
+    ``algorithm.multipliers``, with its ``config_keys`` as ``algorithm.<key>``); usable as a
+    class decorator."""
     if not (isinstance(cls, type) and issubclass(cls, MultiplierPlayer)):
         raise TypeError(f"a multiplier strategy is a MultiplierPlayer subclass, got {cls!r}")
-    MULTIPLIER_PLAYERS[cls.strategy] = cls
+    register_in(MULTIPLIER_PLAYERS, cls.strategy, cls)
     return cls
+
+
+def unregister_multiplier_strategy(strategy: str) -> None:
+    """Forget a strategy added by :func:`register_multiplier_strategy`."""
+    if MULTIPLIER_PLAYERS.pop(strategy, None) is not None:
+        strategies_changed()
 
 
 def make_multiplier_player(strategy: str | MultiplierPlayer, num_rows: int, *,

@@ -38,6 +38,7 @@ import torch
 
 from ..lagrangian import LagrangianTerms
 from .base import Player, lr_group, step_size
+from .keys import ConfigKey, positive
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -60,6 +61,11 @@ class SlackPlayer(Player):
     name = "slacks"
     order = 10
     provides = ("slacks",)
+    config_keys = (
+        ConfigKey("slack_lr", float, 0.05, "the OGD step of gradient-played slacks",
+                  positive(), argument="lr"),
+        ConfigKey("psi_steps", int, 100, "inner steps of a ψ best response without a closed "
+                  "form", positive(integer=True)))
 
     def __init__(self, terms: LagrangianTerms, *, psi: str = "best_response",
                  ratio: str = "gradient", lr: float = 0.05, psi_steps: int = 100) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .base import GameContext, Player
+from .keys import ConfigKey, positive, register_in
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -92,6 +93,9 @@ class BestResponsePlayer(ThetaPlayer):
 
     strategy = "best_response"
     plays_inside_step = True
+    config_keys = (ConfigKey("theta_steps", int, 20, "inner optimizer steps of the best "
+                             "response per game step", positive(integer=True),
+                             argument="steps"),)
 
     def __init__(self, steps: int = 20, oracle: Oracle | None = None) -> None:
         if oracle is None and steps < 1:
@@ -127,6 +131,16 @@ class BestResponsePlayer(ThetaPlayer):
 
 THETA_PLAYERS: dict[str, type[ThetaPlayer]] = {
     cls.strategy: cls for cls in (GradientPlayer, BestResponsePlayer)}
+
+
+def register_theta_strategy(cls: type[ThetaPlayer]) -> type[ThetaPlayer]:
+    """Make a :class:`ThetaPlayer` subclass playable by its ``strategy`` name (a preset's
+    ``theta``, with its ``config_keys`` as ``algorithm.<key>``); usable as a class
+    decorator."""
+    if not (isinstance(cls, type) and issubclass(cls, ThetaPlayer)):
+        raise TypeError(f"a θ strategy is a ThetaPlayer subclass, got {cls!r}")
+    register_in(THETA_PLAYERS, cls.strategy, cls)
+    return cls
 
 
 def make_theta_player(spec: str | ThetaPlayer) -> ThetaPlayer:
