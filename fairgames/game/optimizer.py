@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.optim import optimizer as _torch_optimizer
 
 from fairgames.rates import Batch, LeafValues
 
@@ -82,6 +83,12 @@ from .players.theta import ThetaPlayer
 from .presets import PlayerOptions, Preset, resolve_preset
 from .problem import Problem
 from .round import Record, Round
+
+# torch's global optimizer step hooks (torch.optim.optimizer.register_optimizer_step_*_hook)
+_GLOBAL_PRE_HOOKS: Mapping[int, Callable[..., Any]] = getattr(
+    _torch_optimizer, "_global_optimizer_pre_hooks", {})
+_GLOBAL_POST_HOOKS: Mapping[int, Callable[..., Any]] = getattr(
+    _torch_optimizer, "_global_optimizer_post_hooks", {})
 
 CHECKPOINT_FORMAT = 2
 """Version of :meth:`ConstrainedOptimizer.state_dict`'s layout. 2: one entry per player
@@ -182,6 +189,9 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         for p in players:
             p.bind(game)
         self.players: list[Player] = sorted(players, key=lambda p: p.order)
+        # Players that need autograd (θ) play first, then the others under one no_grad.
+        self._grad_players = [p for p in self.players if p.needs_grad]
+        self._other_players = [p for p in self.players if not p.needs_grad]
         self._views: dict[str, Any] = {}
         for p in self.players:
             for view in p.provides:
@@ -434,6 +444,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if isinstance(closure, torch.amp.GradScaler):
             raise TypeError("step()'s first argument is torch's closure; pass the GradScaler "
                             "by keyword: copt.step(scaler=scaler)")
+        for pre_hook in (*_GLOBAL_PRE_HOOKS.values(), *self._optimizer_step_pre_hooks.values()):
+            changed = pre_hook(self, (closure,), {"scaler": scaler})
+            if changed is not None:
+                (closure,), kwargs = changed
+                scaler = kwargs.get("scaler", scaler)
         if closure is None and self._pending is None:
             raise RuntimeError("step() needs the values of a lagrangian() call: call "
                                "copt.lagrangian(batch) and backward() first, or pass a closure")
@@ -441,19 +456,33 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         round = Round(self.terms, omega=omega, lam=lam, take_record=self._take_record,
                       views=self._views, equality=self._equality, empty=self._empty,
                       closure=closure, scaler=scaler)
-        for player in self.players:
-            if player.needs_grad:
-                player.play(round)
+        for player in self._grad_players:      # θ: its closure runs with autograd and autocast
+            player.play(round)
+        with torch.no_grad():
+            if torch.is_autocast_enabled(self.device.type):
+                with torch.autocast(device_type=self.device.type, enabled=False):
+                    record = self._play_others(round)
             else:
-                with _fp32_no_grad(self.device):
-                    player.play(round)
-        with _fp32_no_grad(self.device):
-            record = self._step_record(round)
+                record = self._play_others(round)
         self.last = record
         self.steps += 1
         for hook in self._hooks:
             hook(record)
+        for post_hook in (*self._optimizer_step_post_hooks.values(),
+                          *_GLOBAL_POST_HOOKS.values()):
+            post_hook(self, (closure,), {"scaler": scaler})
         return round.loss
+
+    # The step is not wrapped by torch.optim.Optimizer's profiling wrapper (a record_function
+    # per call, two ops): it calls the step pre- and post-hooks itself, and the wrapped
+    # optimizer's own step is profiled as usual.
+    step.hooked = True  # type: ignore[attr-defined]
+
+    def _play_others(self, round: Round) -> StepRecord:
+        """The players that need no autograd, in order, then the step's record (no grad, fp32)."""
+        for player in self._other_players:
+            player.play(round)
+        return self._step_record(round)
 
     def step_batch(self, model: torch.nn.Module, inputs: torch.Tensor, **fields: Any
                    ) -> torch.Tensor:
@@ -569,17 +598,6 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
 
 def _strategy(player: Player) -> str:
     return getattr(player, "strategy", type(player).__name__)
-
-
-@contextmanager
-def _fp32_no_grad(device: torch.device) -> Iterator[None]:
-    """No autograd, and no autocast on ``device``: the players other than θ play in fp32."""
-    with torch.no_grad():
-        if torch.is_autocast_enabled(device.type):
-            with torch.autocast(device_type=device.type, enabled=False):
-                yield
-        else:
-            yield
 
 
 def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:

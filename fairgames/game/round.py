@@ -85,17 +85,15 @@ class Round:
             self._record = self._take_record()
         return self._record
 
-    def _cached(self, key: str, make: Callable[[], Any]) -> Any:
-        if key not in self._cache:
-            self._cache[key] = make()
-        return self._cache[key]
-
     @property
     def fixed(self) -> torch.Tensor:
         """Values ``φ`` of the model-independent ψ arguments at the step's true rates."""
-        t = self.terms
-        return self._cached("fixed", lambda: t.fixed_values(self.record.leaves)
-                            if t.num_fixed else self.empty)
+        out = self._cache.get("fixed")
+        if out is None:
+            t = self.terms
+            out = self._cache["fixed"] = (t.fixed_values(self.record.leaves) if t.num_fixed
+                                          else self.empty)
+        return out
 
     @property
     def has_surrogate(self) -> bool:
@@ -112,7 +110,10 @@ class Round:
 
     def rows(self, payoff: str = "true") -> torch.Tensor:
         """``∂L/∂λ`` [M]: every row's value at the slacks played (the multipliers' gain)."""
-        return self._cached(f"rows_{payoff}", lambda: self._rows(payoff))
+        out = self._cache.get(payoff)
+        if out is None:
+            out = self._cache[payoff] = self._rows(payoff)
+        return out
 
     def _rows(self, payoff: str) -> torch.Tensor:
         rec = self.record
@@ -141,7 +142,10 @@ class Round:
 
     def truth(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(objective, constraints [C], largest violation)`` at the step's true rates."""
-        return self._cached("truth", self._truth)
+        out = self._cache.get("truth")
+        if out is None:
+            out = self._cache["truth"] = self._truth()
+        return out
 
     def _truth(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, leaves, rows = self.terms, self.record.leaves, self.rows("true")

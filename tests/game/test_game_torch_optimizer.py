@@ -153,3 +153,14 @@ def test_players_need_distinct_names_and_views():
         _game(players=[_Named("other", provides=("weights",))])
     with pytest.raises(TypeError, match="Player instances"):
         _game(players=[object()])
+
+
+def test_step_hooks_run_around_the_game_step(synthetic, helpers):
+    x, f = synthetic.features[:64], helpers.fields(synthetic, torch.arange(64))
+    model, copt = _game()
+    seen: list[tuple[str, int]] = []
+    copt.register_step_pre_hook(lambda opt, args, kwargs: seen.append(("pre", opt.steps)))
+    copt.register_step_post_hook(lambda opt, args, kwargs: seen.append(("post", opt.steps)))
+    copt.step_batch(model, x, **f)
+    copt.step_batch(model, x, **f)
+    assert seen == [("pre", 0), ("post", 1), ("pre", 1), ("post", 2)]

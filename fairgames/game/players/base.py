@@ -81,8 +81,8 @@ class Player:
         plays_inside_step: the player evaluates batches itself during ``step`` (a best-response
             θ-player), so records made before ``step`` (held-out batches) do not fit it.
         needs_grad: ``play`` runs with autograd and autocast as the caller has them (the
-            θ-players, whose closure evaluates the model); others play under ``no_grad``, in
-            fp32.
+            θ-players, whose closure evaluates the model). These play first, in their order;
+            the others then play in theirs under one ``no_grad``, in fp32.
         config_keys: the settings the class takes from a run config (``algorithm.<key>``,
             :class:`~fairgames.game.players.keys.ConfigKey`); a preset takes the union of its
             players' keys.
