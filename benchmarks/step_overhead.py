@@ -77,12 +77,14 @@ def make_problem(k: int, names: list[str]) -> Problem:
 
 
 def timed(columns: dict[str, Callable[[], None]], device: torch.device, steps: int,
-          repeats: int) -> dict[str, float]:
+          repeats: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Median over ``repeats`` blocks of the mean time per step (ms) of each column. The
     columns' blocks are interleaved (round r times every column's r-th block), so a slow
     phase of a shared machine weighs on every column alike instead of on one; each block
     starts with a few untimed steps, so that it is not charged for the caches the previous
-    column's block left cold."""
+    column's block left cold. ``clock``: wall time by default; ``time.process_time`` counts
+    only the CPU time of this process (one thread, CPU device), blind to the time other
+    processes of a shared machine take from it."""
     def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -97,16 +99,28 @@ def timed(columns: dict[str, Callable[[], None]], device: torch.device, steps: i
             for _ in range(max(3, steps // 10)):
                 step()
             sync()
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 step()
             sync()
-            blocks[name].append((time.perf_counter() - t0) / steps * 1e3)
+            blocks[name].append((clock() - t0) / steps * 1e3)
     return {name: statistics.median(b) for name, b in blocks.items()}
 
 
 def bench_case(kind: str, k: int, device: torch.device, steps: int, repeats: int,
                with_baselines: bool) -> dict[str, float | str | None]:
+    steps_of, cooper = make_columns(kind, k, device, with_baselines)
+    out: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats))
+    if cooper is not None:
+        out["cooper"] = cooper
+    return out
+
+
+def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool
+                 ) -> tuple[dict[str, Callable[[], None]], str | None]:
+    """The columns' step functions of one case (same seeds on every call), and why cooper's
+    column is missing (``None`` when it runs or was not asked for). Each step is the
+    user-level loop: zero_grad, loss (or Lagrangian), backward, step."""
     x, y, g, names = make_data(k, device)
     fields = {"labels": y, "groups": {"g": g}, "group_values": {"g": names}}
     torch.manual_seed(0)
@@ -152,10 +166,7 @@ def bench_case(kind: str, k: int, device: torch.device, steps: int, repeats: int
         cooper = _cooper(kind, x, y, g, device)
         if not isinstance(cooper, str):
             steps_of["cooper"] = cooper
-    out: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats))
-    if isinstance(cooper, str):
-        out["cooper"] = cooper
-    return out
+    return steps_of, cooper if isinstance(cooper, str) else None
 
 
 def _handwritten(kind: str, x, y, g, device) -> Callable[[], None]:
