@@ -75,7 +75,7 @@ import torch
 
 from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_correct_sum, sign_split
 
-from .terms import AffineRows, BilinearRatios, LinearRatios, PsiTerms, SlackRows, _t
+from .terms import AffineRows, BilinearRatios, LinearRatios, PsiTerms, SlackRows, Term, _t
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,6 +284,9 @@ class LagrangianTerms(torch.nn.Module):
                    self.bilinear if bilinear else None, self.psi if psi_terms else None,
                    self.linear if linear_ratios else None]
         self.terms = torch.nn.ModuleList([t for t in present if t is not None])
+        # the same modules as a plain list: iterated on every step, without ModuleList's and
+        # nn.Module.__getattr__'s overhead (.to() moves the modules' tensors in place)
+        self._terms: list[Term] = list(self.terms)
         for name, value in {
             "slack_lo": _t(c.slack_lo, (s,)), "slack_hi": _t(c.slack_hi, (s,)),
             "init_num": _t([x[0] for x in c.slack_init], (s, k)),
@@ -339,7 +342,7 @@ class LagrangianTerms(torch.nn.Module):
         linearised ratios add ``weight·c·(α − z·β)/den`` with ``(z, den)`` =
         :meth:`ratio_values` at the true rates."""
         costs = None
-        for term in self.terms:
+        for term in self._terms:
             costs = term.add_costs(costs, omega, lam, slacks, ratios)
         assert costs is not None
         return costs
@@ -390,7 +393,7 @@ class LagrangianTerms(torch.nn.Module):
         ``affine`` (= :meth:`affine_rows`), ``bilinear`` (= :meth:`bilinear_values`) and the
         linearised ratios' values ``z`` (= :meth:`ratio_values`)."""
         out = affine
-        for term in self.terms:
+        for term in self._terms:
             out = term.add_rows(out, slacks, fixed, bilinear, ratios)
         return out
 
@@ -407,7 +410,7 @@ class LagrangianTerms(torch.nn.Module):
         """``∂L/∂s``: linear parts in closed form; ψ parts by autograd over the slack terms
         only (never the model)."""
         grad = None
-        for term in self.terms:
+        for term in self._terms:
             grad = term.add_slack_gradient(grad, omega, lam, slacks, fixed, bilinear)
         assert grad is not None, "slack_gradient() of a problem without slacks"
         return grad

@@ -444,11 +444,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if isinstance(closure, torch.amp.GradScaler):
             raise TypeError("step()'s first argument is torch's closure; pass the GradScaler "
                             "by keyword: copt.step(scaler=scaler)")
-        for pre_hook in (*_GLOBAL_PRE_HOOKS.values(), *self._optimizer_step_pre_hooks.values()):
-            changed = pre_hook(self, (closure,), {"scaler": scaler})
-            if changed is not None:
-                (closure,), kwargs = changed
-                scaler = kwargs.get("scaler", scaler)
+        if _GLOBAL_PRE_HOOKS or self._optimizer_step_pre_hooks:
+            closure, scaler = self._pre_hooks(closure, scaler)
         if closure is None and self._pending is None:
             raise RuntimeError("step() needs the values of a lagrangian() call: call "
                                "copt.lagrangian(batch) and backward() first, or pass a closure")
@@ -468,10 +465,21 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self.steps += 1
         for hook in self._hooks:
             hook(record)
-        for post_hook in (*self._optimizer_step_post_hooks.values(),
-                          *_GLOBAL_POST_HOOKS.values()):
-            post_hook(self, (closure,), {"scaler": scaler})
+        if self._optimizer_step_post_hooks or _GLOBAL_POST_HOOKS:
+            for post_hook in (*self._optimizer_step_post_hooks.values(),
+                              *_GLOBAL_POST_HOOKS.values()):
+                post_hook(self, (closure,), {"scaler": scaler})
         return round.loss
+
+    def _pre_hooks(self, closure: Callable[[], Any] | None, scaler: Any
+                   ) -> tuple[Callable[[], Any] | None, Any]:
+        """torch's step pre-hooks: each may return new ``(args, kwargs)``."""
+        for pre_hook in (*_GLOBAL_PRE_HOOKS.values(), *self._optimizer_step_pre_hooks.values()):
+            changed = pre_hook(self, (closure,), {"scaler": scaler})
+            if changed is not None:
+                (closure,), kwargs = changed
+                scaler = kwargs.get("scaler", scaler)
+        return closure, scaler
 
     # The step is not wrapped by torch.optim.Optimizer's profiling wrapper (a record_function
     # per call, two ops): it calls the step pre- and post-hooks itself, and the wrapped
