@@ -164,3 +164,38 @@ def test_step_hooks_run_around_the_game_step(synthetic, helpers):
     copt.step_batch(model, x, **f)
     copt.step_batch(model, x, **f)
     assert seen == [("pre", 0), ("post", 1), ("pre", 1), ("post", 2)]
+
+
+@pytest.mark.parametrize("preset, options", [
+    ("proxy_lagrangian", {}), ("lagrangian", {}),
+    ("lagrangian", {"multipliers": "exponentiated_gradient"}),
+    ("algorithm3", {"ratio_slacks": "num_den", "slack_lr": 0.001})])
+def test_player_state_and_step_sizes_stay_in_place(synthetic, helpers, preset, options):
+    """A CUDA graph replays a step on fixed storage: no player may rebind its tensors."""
+    from fairgames.rates import fmeasure
+
+    x, f = synthetic.features[:128], helpers.fields(synthetic, torch.arange(128))
+    problem = _problem()
+    if preset == "algorithm3":
+        a, b = group("group", "0"), group("group", "1")
+        problem = Problem(-fmeasure(), [fmeasure(b) >= fmeasure(a) - 0.02])
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+                                preset=preset, **options)
+    copt.step_batch(model, x, **f)
+
+    def storage() -> dict[str, int]:
+        out = {}
+        for p in copt.players:
+            for k, v in p.state_dict().items():
+                if isinstance(v, torch.Tensor):
+                    live = getattr(p, k, None)
+                    if isinstance(live, torch.Tensor):
+                        out[f"{p.name}.{k}"] = live.data_ptr()
+        return out
+
+    before = storage()
+    assert any(k.startswith("multipliers.") for k in before)
+    for _ in range(3):
+        copt.step_batch(model, x, **f)
+    assert storage() == before

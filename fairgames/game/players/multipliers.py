@@ -439,8 +439,9 @@ class SwapRegret(MultiplierPlayer):
     steps as ``Q`` drifts slowly). All three give the same ``v`` to float precision (the
     tests compare them with an eigenvector solve at 1e-7).
 
-    An update builds new ``q``/``v`` tensors and rebinds them (``torch.where`` against the old
-    ones when a step is masked), so the weights a step played stay valid without a copy.
+    An update writes ``q`` and ``v`` in place (``torch.where`` against the old ones when a step
+    is masked), so their storage never moves (a CUDA graph can capture the step); the weights a
+    step played are a snapshot (:meth:`weights_snapshot`, one copy of ``v``).
     """
 
     strategy = "swap_regret"
@@ -483,7 +484,7 @@ class SwapRegret(MultiplierPlayer):
         self._split()
 
     def _split(self) -> None:
-        """Views ``(ω, λ)`` of the current ``v`` (made once per update, not per read)."""
+        """Views ``(ω, λ)`` of ``v`` (made once: ``v`` is updated in place)."""
         self._weights = (self.v[0], self.v[1:])
 
     def _stationary(self, q: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
@@ -507,7 +508,8 @@ class SwapRegret(MultiplierPlayer):
         return self._weights
 
     def weights_snapshot(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._weights        # update() rebinds v: these stay what this step played
+        v = self.v.clone()          # update() writes v in place
+        return v[0], v[1:]
 
     def param_groups(self) -> list[dict[str, Any]]:
         return [lr_group(self, self.lr)]
@@ -522,10 +524,11 @@ class SwapRegret(MultiplierPlayer):
         q = q.div_(q.sum(0, keepdim=True))
         v = self._stationary(q, self.v)
         if ok is None:
-            self.q, self.v = q, v
+            self.q.copy_(q)
+            self.v.copy_(v)
         else:
-            self.q, self.v = torch.where(ok, q, self.q), torch.where(ok, v, self.v)
-        self._split()
+            self.q.copy_(torch.where(ok, q, self.q))
+            self.v.copy_(torch.where(ok, v, self.v))
 
     def saturation(self) -> torch.Tensor:
         return 1.0 - self._weights[0]
