@@ -17,7 +17,7 @@ Goal (issue 19): no column more than 5 % slower (every median ratio ≤ 1.05).
 
 Usage::
 
-    python benchmarks/compare_trees.py /work/wt-old /work/wt-new --blocks 8
+    python benchmarks/compare_trees.py ../fairgames-old . --blocks 8  # a worktree of the old commit
     python benchmarks/compare_trees.py OLD NEW --blocks 2 --quick --out /tmp/c.json  # smoke
 """
 

@@ -112,7 +112,7 @@ PROBLEMS = {
 # the presets' multiplier_lr defaults where a cell has no λ rate (UncError's, NEMSIS's)
 PRESET_MULTIPLIER_LR = {"lagrangian": "0.5", "nemsis": "null"}
 
-# Paper 000, Tables 3 and 4 (see /work/shared/notes/paper-000-three-players.md).
+# Paper 000, Tables 3 and 4 (see ../shared/notes/paper-000-three-players.md).
 PAPER_T3 = {  # data: {column: (KLD sum, error ratio)}
     "compas": {"UncError": (0.115, 1.00), "PostShift": (0.000, 1.01), "COCO": (0.043, 1.01),
                "Stochastic": (0.000, 1.03), "Deterministic": (0.000, 1.03)},
