@@ -73,6 +73,7 @@ from .lagrangian import (
 )
 
 RATIO_MODES = ("linearize", "num_den", "gradient")
+AUTO_SURROGATE = "auto"
 
 LossFn = Callable[[torch.Tensor, Batch], torch.Tensor]
 
@@ -245,6 +246,35 @@ def _interval(form: AffineForm) -> tuple[float, float]:
     return lo, hi
 
 
+def _needs_two_sided(expr: Expression) -> bool:
+    """Whether ``expr`` holds a ratio of rates or a ψ monotone in neither direction in a
+    model-dependent argument (then a one-sided bound makes a poor stand-in, see the module
+    docstring)."""
+    for _, node in expr.nodes:
+        if isinstance(node, RatioNode):
+            return True
+        assert isinstance(node, PsiNode)
+        for sign, arg in zip(node.psi.monotone, node.args, strict=True):
+            if (sign == 0 and arg.depends_on_model) or _needs_two_sided(arg):
+                return True
+    return False
+
+
+def default_surrogate(items: Iterable[Expression | Constraint]) -> str:
+    """The surrogate ``"auto"`` stands for: ``"sigmoid"`` when an objective or constraint holds
+    a ratio of rates or a ψ monotone in neither direction, else ``"hinge"``.
+
+    Example:
+        >>> from fairgames.rates import error_rate, fmeasure, true_positive_rate
+        >>> default_surrogate([error_rate(), true_positive_rate() >= 0.5])
+        'hinge'
+        >>> default_surrogate([1 - fmeasure()])
+        'sigmoid'
+    """
+    exprs = [i.expression if isinstance(i, Constraint) else as_expression(i) for i in items]
+    return "sigmoid" if any(_needs_two_sided(e) for e in exprs) else "hinge"
+
+
 class Problem:
     """An objective and named constraints over rates, compiled for the game.
 
@@ -255,7 +285,9 @@ class Problem:
             unless ``.named``), or a mapping name → constraint.
         loss: a differentiable per-batch loss ``loss(scores, batch) -> scalar`` added to the
             objective (e.g. binary cross-entropy); it is the θ-player's alone.
-        surrogate: the θ-player's stand-in for the 0/1 indicator (``"hinge"`` by default).
+        surrogate: the θ-player's stand-in for the 0/1 indicator: a
+            :class:`~fairgames.rates.Surrogate`, a kind (``"hinge"``, ``"logistic"``,
+            ``"sigmoid"``, ``"ramp"``) or ``"auto"`` (default; :func:`default_surrogate`).
         ratio_floor: the smallest value assumed for a ratio's denominator when bounding its
             slack's box (paper 000's ``b̲``).
         evaluator_options: keyword arguments of :class:`~fairgames.rates.RateEvaluator`
@@ -272,7 +304,7 @@ class Problem:
 
     def __init__(self, objective: Expression | float | None = None,
                  constraints: Sequence[Constraint] | Mapping[str, Constraint] = (), *,
-                 loss: LossFn | None = None, surrogate: Surrogate | str = "hinge",
+                 loss: LossFn | None = None, surrogate: Surrogate | str = AUTO_SURROGATE,
                  ratio_floor: float = 0.01,
                  evaluator_options: Mapping[str, object] | None = None) -> None:
         if objective is None and loss is None:
@@ -292,11 +324,13 @@ class Problem:
         if not (0.0 < ratio_floor < 1.0):
             raise ValueError(f"ratio_floor must lie in (0, 1), got {ratio_floor}")
         self.ratio_floor = float(ratio_floor)
-        self.surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
         self.evaluator_options = dict(evaluator_options or {})
         items: list[Expression | Constraint] = list(self.constraints.values())
         if self.objective is not None:
             items.insert(0, self.objective)
+        if surrogate == AUTO_SURROGATE:
+            surrogate = default_surrogate(items)
+        self.surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
         self.leaves: list[Leaf] = leaves_of(items)
         if not self.leaves:
             raise ValueError("the problem has no rate: give a rate objective or a constraint "

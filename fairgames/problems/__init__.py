@@ -14,7 +14,7 @@ Example:
     (['f1_parity'], 'Female')
 """
 
-from .catalog import available_problems, catalog_dir, load_problem
+from .catalog import available_problems, catalog_dir, documented_data_sets, load_problem
 from .compiler import Environment, compile_constraint, compile_expression
 from .errors import ProblemError, ProblemSyntaxError
 from .functions import AGGREGATORS, FUNCTIONS, Function, known_functions
@@ -25,6 +25,7 @@ __all__ = [
     "AGGREGATORS",
     "FUNCTIONS",
     "BuiltProblem",
+    "documented_data_sets",
     "Environment",
     "Function",
     "ProblemError",

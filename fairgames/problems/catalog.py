@@ -1,7 +1,8 @@
 """The problem catalog: ``configs/problem/*.yaml`` of a source checkout, loaded by name.
 
 Each file holds a :class:`~fairgames.problems.spec.ProblemSpec`'s fields (plus the run-level
-``baseline_fraction``). ``scripts/train.py problem=<name>`` uses the same files through Hydra.
+``baseline_fraction`` and ``data_sets``, the data sets the problem is documented on).
+``scripts/train.py problem=<name>`` uses the same files through Hydra.
 
 Example:
     >>> "fmeasure_parity" in available_problems()
@@ -21,7 +22,7 @@ import yaml
 from .errors import ProblemError
 from .spec import ProblemSpec
 
-RUN_KEYS = ("baseline_fraction",)
+RUN_KEYS = ("baseline_fraction", "data_sets")
 
 
 def catalog_dir() -> Path:
@@ -45,6 +46,18 @@ def available_problems() -> list[str]:
     """
     d = catalog_dir()
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def documented_data_sets(name: str) -> list[str]:
+    """The data sets a catalog problem documents (its ``data_sets`` key).
+
+    Example:
+        >>> documented_data_sets("fmeasure_parity")[:2]
+        ['adult', 'compas']
+    """
+    load_problem(name)                   # an unknown name fails here, listing the known ones
+    values = yaml.safe_load((catalog_dir() / f"{name}.yaml").read_text()) or {}
+    return [str(d) for d in values.get("data_sets") or []]
 
 
 def load_problem(name: str | os.PathLike[str]) -> ProblemSpec:

@@ -82,6 +82,8 @@ class ProblemConfig:
     least frequent value on the training split) is what ``protected_group`` means.
     ``baseline_path`` is a churn baseline (a ``model.pt`` of an earlier run, or its directory);
     ``null`` trains one on a ``baseline_fraction`` share of the training split.
+    ``data_sets`` documents the data sets the problem is meant for (the solved-by-default
+    matrix, ``benchmarks/solved_by_default.py``, runs each); it does not restrict ``data``.
 
     Example:
         >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
@@ -99,6 +101,7 @@ class ProblemConfig:
     variables: dict[str, Any] = field(default_factory=dict)
     baseline_path: str | None = None
     baseline_fraction: float = 0.25
+    data_sets: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -140,8 +143,9 @@ class AlgorithmConfig:
 
     The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
-    indicator) and ``ratio_floor``. Every other ``algorithm.<key>`` is declared by a player
-    class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
+    indicator; ``auto``: the sigmoid for ratio and two-sided problems, the hinge otherwise,
+    :func:`fairgames.game.default_surrogate`) and ``ratio_floor``. Every other
+    ``algorithm.<key>`` is declared by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
     ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
     ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the
     strategy's), ``multiplier_optimizer`` (``sgd``/``adam``/``adagrad`` stepping a
@@ -152,14 +156,14 @@ class AlgorithmConfig:
     Example:
         >>> a = AlgorithmConfig.from_mapping({"name": "lagrangian", "multiplier_lr": 0.1})
         >>> a.name, a.settings, a.surrogate
-        ('lagrangian', {'multiplier_lr': 0.1}, 'hinge')
+        ('lagrangian', {'multiplier_lr': 0.1}, 'auto')
         >>> a.to_mapping()["multiplier_lr"]
         0.1
     """
 
     name: str = "proxy_lagrangian"
     multipliers: str | None = None
-    surrogate: str = "hinge"
+    surrogate: str = "auto"
     ratio_floor: float = 0.01
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -399,7 +403,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     check.choice("algorithm.name", a.name, PRESETS)
     if a.multipliers is not None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
-    check.choice("algorithm.surrogate", a.surrogate, KINDS)
+    check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
 

@@ -717,6 +717,7 @@ def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game:
     return {
         "steps": engine.step,
         "preset": copt.preset.name,
+        "surrogate": problem.surrogate.kind,
         "multipliers": dict(zip(unique_names(copt.terms.row_names),
                                 copt.weights()[1].tolist(), strict=True)),
         "objective_weight": float(copt.weights()[0]),

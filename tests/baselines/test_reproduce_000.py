@@ -343,7 +343,8 @@ PINNED_CELLS = [
 ]
 # what no default may decide without the script saying so; these two cannot change a number
 NOT_PINNED = {"run_dir",                 # the engine's run() is given its run directory
-              "problem.description"}     # prose in the run's report
+              "problem.description",     # prose in the run's report
+              "problem.data_sets"}       # documentation: which data the problem is meant for
 
 
 def _compose(rep, config_dir: Path, ov: list[str]) -> dict:

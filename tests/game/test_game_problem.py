@@ -297,3 +297,18 @@ def test_num_den_tight_slacks_with_kkt_multipliers_are_the_linearised_ratio():
     ab = s[:2].clone().requires_grad_(True)
     hess = torch.autograd.functional.hessian(lambda x: x[0] / x[1], ab.detach())
     assert float(torch.linalg.det(hess)) == pytest.approx(-1.0 / float(s[1]) ** 4, rel=1e-9)
+
+
+def test_the_auto_surrogate_is_the_sigmoid_for_ratios_and_two_sided_psi_only():
+    a, b = group("group", "0"), group("group", "1")
+    cases = {
+        "hinge": [Problem(error_rate(), [true_positive_rate(a) >= true_positive_rate() - 0.05]),
+                  Problem(1.0 - gmean())],                          # monotone ψ: one-sided
+        "sigmoid": [Problem(1.0 - fmeasure()),                      # a ratio objective
+                    Problem(error_rate(), [precision(a) >= precision(b) - 0.05]),
+                    Problem(kld(a) + kld(b))],                      # ψ monotone in neither
+    }
+    for kind, problems in cases.items():
+        assert [p.surrogate.kind for p in problems] == [kind] * len(problems)
+    # A name, or a Surrogate, is taken as given.
+    assert Problem(1.0 - fmeasure(), surrogate="hinge").surrogate.kind == "hinge"

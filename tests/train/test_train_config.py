@@ -119,15 +119,17 @@ def test_resume_without_checkpoint_is_clear(compose_cfg, tmp_path):
         run(cfg)
 
 
-@pytest.mark.parametrize("algorithm, problem, fragment", [
-    ("spade", "kld", "Remark 3"),                   # surrogate λ-player on a non-monotone ψ
-    ("frank_wolfe", "fmeasure_parity", "ratio terms"),   # follow-the-leader has no ratio path
+@pytest.mark.parametrize("algorithm, problem, surrogate, fragment", [
+    # a surrogate λ-player on a non-monotone ψ with a bound surrogate (auto picks the sigmoid)
+    ("spade", "kld", "hinge", "Remark 3"),
+    ("frank_wolfe", "fmeasure_parity", "auto", "ratio terms"),   # FTL has no ratio path
 ])
 def test_an_algorithm_that_cannot_play_the_problem_is_a_config_error(compose_cfg, tmp_path,
                                                                        algorithm, problem,
-                                                                       fragment):
+                                                                       surrogate, fragment):
     cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke",
-                      f"algorithm={algorithm}", f"problem={problem}")
+                      f"algorithm={algorithm}", f"problem={problem}",
+                      f"algorithm.surrogate={surrogate}")
     with pytest.raises(ConfigError, match=f"algorithm={algorithm} cannot play "
                                           f"problem={problem}: .*{fragment}"):
         run(cfg, run_dir=tmp_path)

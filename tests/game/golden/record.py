@@ -63,17 +63,22 @@ def data():
 
 
 def problem(name: str) -> Problem:
+    # The recordings were made with the hinge, the default surrogate then; the default is now
+    # "auto" (the sigmoid for ratios and KLD), so the hinge is named here: these cases test the
+    # game's mechanics, not the choice of surrogate.
     a, b = group("group", "0"), group("group", "1")
+    hinge = {"surrogate": "hinge"}
     if name == "P1_gmean":
-        return Problem(1.0 - gmean())
+        return Problem(1.0 - gmean(), **hinge)
     if name == "P2_tpr_parity":
         gap = true_positive_rate(b) - true_positive_rate(a)
         return Problem(error_rate(), [(gap >= -0.02).named("tpr_b"),
-                                      (gap <= 0.02).named("tpr_a")])
+                                      (gap <= 0.02).named("tpr_a")], **hinge)
     if name == "P2_kld_error":
-        return Problem(kld(a) + kld(b), [(error_rate() <= 0.3).named("error")])
+        return Problem(kld(a) + kld(b), [(error_rate() <= 0.3).named("error")], **hinge)
     if name == "P3_f1_parity":
-        return Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")])
+        return Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")],
+                       **hinge)
     raise KeyError(name)
 
 
