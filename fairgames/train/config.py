@@ -145,7 +145,8 @@ class AlgorithmConfig:
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
     indicator; ``auto``: the sigmoid for ratio and two-sided problems, the hinge otherwise,
     :func:`fairgames.game.default_surrogate`) and ``ratio_floor``. Every other
-    ``algorithm.<key>`` is declared by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
+    ``algorithm.<key>`` is declared by a player class (``config_keys``,
+    :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
     ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
     ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the
     strategy's), ``multiplier_optimizer`` (``sgd``/``adam``/``adagrad`` stepping a
