@@ -92,6 +92,9 @@ PINNED = (
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
     "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
     "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
+    # the paper's outputs: snapshots at the last step of each window, no recommendation of
+    # the engine's own (the tables choose among the run's solutions themselves)
+    "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
     "data.include_protected=null", "data.validation_fraction=null", "data.root=null")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
@@ -271,7 +274,9 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
         return {"refused": f"{type(e).__name__}: {e}", "overrides": ov}
     # Read back what the engine wrote: the reproduction uses the run's results.json.
     results = json.loads((run_dir / "results.json").read_text())
-    return {"overrides": ov, "run_dir": str(run_dir), "solutions": results["solutions"],
+    # `recommended` is the stochastic model again (trainer.recommend=stochastic): not kept
+    solutions = {k: v for k, v in results["solutions"].items() if k != "recommended"}
+    return {"overrides": ov, "run_dir": str(run_dir), "solutions": solutions,
             "seconds": results["training"]["seconds"],
             "best_iterate": results["training"]["best_iterate"],
             "stochastic": results["training"]["stochastic"],     # its snapshots and weights

@@ -2,8 +2,9 @@
 
 Any module that maps features ``[B, D]`` to scores ``[B]`` (predicted positive iff > 0) can be
 trained on a catalog problem with :func:`fairgames.train.fit`, which gives you what
-``scripts/train.py`` gives: TensorBoard logging, snapshots, the final model, the best iterate
-and the stochastic model, results.json / report.md / dynamics.png.
+``scripts/train.py`` gives: TensorBoard logging, snapshots, the recommended solution (the one
+to deploy, ``result.recommended``), the final model, the best iterate and the stochastic
+model, results.json / report.md / dynamics.png.
 
     python examples/custom_module_engine.py                  # synthetic data
     python examples/custom_module_engine.py --data adult     # real data (needs the data package)
@@ -59,10 +60,11 @@ def main(argv: list[str] | None = None) -> dict:
         trainer={"steps": 30 if args.quick else args.steps, "batch_size": 512,
                  "log_every": 10 if args.quick else 50},
         run_dir=out)
-    for name in ("final", "best_iterate", "stochastic"):
+    for name in ("recommended", "final", "best_iterate", "stochastic"):
         m = result.results["solutions"][name]["test"]
         cons = ", ".join(f"{k} {v['value']:+.3f}" for k, v in m["constraints"].items())
         print(f"{name:>12}: objective {m['objective']:.4f}  error {m['error']:.4f}  {cons}")
+    print(f"recommended: {result.results['training']['recommended']['reason']}")
     print(f"outputs in {out} (tensorboard --logdir {out})")
     return result.results
 

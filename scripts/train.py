@@ -10,9 +10,10 @@ Adult by sex, a linear model, the proxy-Lagrangian). Examples::
 
 Outputs go to the run directory (``runs/...``, or ``multirun/...`` for ``-m``): the resolved
 config (``.hydra/``), TensorBoard events, ``results.json``, ``report.md``, ``dynamics.png``,
-``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` (the solutions) and
-``checkpoint.pt``. Config errors (unknown keys, bad values, a problem string
-that does not parse) are reported in one message and exit with status 2.
+``recommended.pt`` (the solution to deploy, the one the last line reports) /
+``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt``. Config errors
+(unknown keys, bad values, a problem string that does not parse) are reported in one message
+and exit with status 2.
 """
 
 from __future__ import annotations
@@ -43,12 +44,31 @@ def main(cfg: DictConfig) -> float | None:
         print(f"stopped at step {result.engine.step}; resume with "
               f"trainer.resume={result.run_dir}")
         return None
-    test = result.results["solutions"]["stochastic"]["test"]
-    worst = max((c["violation"] or 0.0 for c in test["constraints"].values()), default=0.0)
+    print(summary_line(result.run_dir, result.results))
+    return result.results["solutions"]["recommended"]["test"]["objective"]
+
+
+def summary_line(run_dir: Path | str | None, results: dict) -> str:
+    """The run's last line: the recommended solution (``recommended.pt``) on train and test.
+
+    Example:
+        >>> m = {"objective": 0.2, "error": 0.2, "constraints": {"c": {"violation": 0.01}}}
+        >>> line = summary_line("runs/x", {"solutions": {"recommended": {"train": m, "test": m}},
+        ...                      "training": {"recommended": {"solution": "lp_mixture"}}})
+        >>> line.split(": ", 1)[1].split(", ")[:2]
+        ['recommended (lp_mixture) on test: objective 0.2000', 'error 0.2000']
+    """
+    rec = results["solutions"]["recommended"]
+
+    def worst(m: dict) -> float:
+        return max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
+
+    test = rec["test"]
     headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
-    print(f"{result.run_dir}: stochastic model on test: objective {test['objective']:.4f}, "
-          f"{headline}, max violation {worst:.4f}")
-    return test["objective"]
+    objective = "–" if test["objective"] is None else f"{test['objective']:.4f}"
+    return (f"{run_dir}: recommended ({results['training']['recommended']['solution']}) on "
+            f"test: objective {objective}, {headline}, max violation {worst(test):.4f}; "
+            f"on train: max violation {worst(rec['train']):.4f}")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,27 @@ Capacity is capped in one of two ways:
 * ``"uniform_stride"``: keep offers ``0, s, 2s, ...``; when full, drop every other one and
   double ``s`` — a fixed budget of evenly spaced iterates over the whole run.
 
+Where in its window of ``every`` steps a snapshot is taken (``offset``):
+
+* ``"random"`` (default): at a seeded random step of each window ``(k·every, (k+1)·every]``,
+  drawn afresh per window. A game that cycles (a best-response θ-player whose iterates
+  alternate every step, a multiplier that overshoots with a fixed period) is then seen in
+  every phase: with a fixed offset and a period dividing ``every``, every snapshot lands on
+  the same phase and both mixtures and the best iterate see one side of the cycle only.
+* ``"fixed"``: at the last step of each window (steps ``every, 2·every, ...``), the recorder's
+  behaviour before the offsets, for protocols published with it.
+
 Which snapshot lives in which slot is host bookkeeping (Python lists), so nothing reads a device
-value. The reservoir draws come from a seeded host PRNG (``numpy.random.Generator``, its state
-in :meth:`state_dict`): a ``torch.Generator`` draw needs ``.item()`` to become a slot index,
-which the no-sync guard rightly refuses inside a training step.
+value. The reservoir draws and the offsets come from seeded host PRNGs
+(``numpy.random.Generator``, one stream each, their states in :meth:`state_dict`): a
+``torch.Generator`` draw needs ``.item()`` to become a slot index or a step, which the no-sync
+guard rightly refuses inside a training step.
 
 Example:
     >>> import torch
     >>> model = torch.nn.Linear(3, 1)
-    >>> rec = SnapshotRecorder(model, every=2, capacity=4, strategy="uniform_stride")
+    >>> rec = SnapshotRecorder(model, every=2, capacity=4, strategy="uniform_stride",
+    ...                        offset="fixed")
     >>> for _ in range(16):
     ...     with torch.no_grad():
     ...         _ = model.weight.add_(1.0)
@@ -31,6 +43,11 @@ Example:
     [2, 6, 10, 14]
     >>> rec.stacked()["weight"].shape
     torch.Size([4, 1, 3])
+    >>> rec = SnapshotRecorder(model, every=4, capacity=10)     # one step in each window of 4
+    >>> for _ in range(16):
+    ...     _ = rec.step()
+    >>> [(s - 1) // 4 for s in rec.steps]
+    [0, 1, 2, 3]
 """
 
 from __future__ import annotations
@@ -43,6 +60,9 @@ import torch
 from torch import nn
 
 STRATEGIES = ("reservoir", "uniform_stride")
+OFFSETS = ("random", "fixed")
+# The offsets' PRNG stream: its own, so that the reservoir's draws do not depend on the offsets.
+_OFFSET_STREAM = 0x5EED_0FF5
 
 
 def model_state(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -61,7 +81,8 @@ class SnapshotRecorder:
         every: take a snapshot every ``every`` calls of :meth:`step` (after the update).
         capacity: the most snapshots kept.
         strategy: ``"reservoir"`` or ``"uniform_stride"`` (see the module docstring).
-        seed: seed of the reservoir's host PRNG.
+        seed: seed of the reservoir's and the offsets' host PRNGs.
+        offset: ``"random"`` or ``"fixed"`` step of each window (see the module docstring).
         device: where to store the copies; ``None`` keeps each on its tensor's device,
             ``"cpu"`` stores them in host memory (pinned when the model is on a GPU, so the
             copies are asynchronous).
@@ -69,14 +90,17 @@ class SnapshotRecorder:
 
     def __init__(self, model: nn.Module, every: int, capacity: int,
                  strategy: str = "reservoir", *, seed: int = 0,
-                 device: torch.device | str | None = None) -> None:
+                 device: torch.device | str | None = None, offset: str = "random") -> None:
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if offset not in OFFSETS:
+            raise ValueError(f"offset must be one of {OFFSETS}, got {offset!r}")
         self.model, self.every, self.capacity, self.strategy = model, every, capacity, strategy
+        self.offset = offset
         self.seed = int(seed)
         state = list(model_state(model))
         if not state:
@@ -89,7 +113,9 @@ class SnapshotRecorder:
             self.storage[name] = torch.empty((capacity, *t.shape), dtype=t.dtype, device=dev,
                                              pin_memory=pin)
         self._rng = np.random.default_rng(self.seed)
+        self._offset_rng = np.random.default_rng([self.seed, _OFFSET_STREAM])
         self.steps_taken = 0       # calls of step()
+        self.due = self._due_in_window(0)   # the step of the next snapshot
         self.offers = 0            # snapshots offered (taken or not)
         self.stride = 1            # uniform_stride: keep offers with index % stride == 0
         self._slot_step: list[int | None] = [None] * capacity   # training step held per slot
@@ -98,14 +124,21 @@ class SnapshotRecorder:
 
     # ------------------------------------------------------------------ recording
     def step(self) -> bool:
-        """Count one training step; snapshot when the count is a multiple of ``every``.
+        """Count one training step; snapshot at the window's chosen step (``offset``).
 
         Returns whether a snapshot was written (a host value; nothing is read from the device).
         """
         self.steps_taken += 1
-        if self.steps_taken % self.every:
+        if self.steps_taken != self.due:
             return False
+        self.due = self._due_in_window((self.steps_taken - 1) // self.every + 1)
         return self.offer()
+
+    def _due_in_window(self, k: int) -> int:
+        """The step snapshotted in window ``k``, the steps ``k·every + 1 .. (k+1)·every``."""
+        if self.offset == "fixed":
+            return (k + 1) * self.every
+        return k * self.every + 1 + int(self._offset_rng.integers(0, self.every))
 
     def offer(self) -> bool:
         """Offer the model's current state as a snapshot now; returns whether it was kept."""
@@ -214,7 +247,9 @@ class SnapshotRecorder:
             tensors[name] = store.index_select(0, idx).cpu()
         return {
             "strategy": self.strategy, "every": self.every, "capacity": self.capacity,
-            "seed": self.seed, "steps_taken": self.steps_taken, "offers": self.offers,
+            "offset": self.offset, "due": self.due,
+            "offset_rng": self._offset_rng.bit_generator.state, "seed": self.seed,
+            "steps_taken": self.steps_taken, "offers": self.offers,
             "stride": self.stride, "slots": kept,
             "slot_step": [self._slot_step[i] for i in kept],
             "slot_offer": [self._slot_offer[i] for i in kept],
@@ -223,7 +258,8 @@ class SnapshotRecorder:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output into this recorder's preallocated storage."""
-        for key in ("strategy", "every", "capacity"):
+        state = {"offset": "fixed", **state}     # written before the offsets: fixed ones
+        for key in ("strategy", "every", "capacity", "offset"):
             if state[key] != getattr(self, key):
                 raise ValueError(f"snapshot state has {key}={state[key]!r} but this recorder "
                                  f"has {key}={getattr(self, key)!r}")
@@ -251,3 +287,6 @@ class SnapshotRecorder:
             self._slot_step[i], self._slot_offer[i] = int(s), int(o)
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
+        if "offset_rng" in state:
+            self._offset_rng.bit_generator.state = state["offset_rng"]
+        self.due = int(state.get("due", (self.steps_taken // self.every + 1) * self.every))

@@ -54,6 +54,8 @@ SPLITS = ("train", "validation", "test")
 CONSTRAINT_SPLITS = ("train", "validation", "holdout")
 STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
+SNAPSHOT_OFFSETS = ("random", "fixed")
+RECOMMEND = ("auto", "final", "best_iterate", "stochastic")
 
 
 class ConfigError(ValueError):
@@ -229,6 +231,15 @@ class TrainerConfig:
       ``shrunk`` (the LP mixture of at most m + 1 of them, Cotter et al. 2019; moved
       towards the best iterate where a ratio constraint makes it infeasible in truth, then
       at most m + 2: ``fairgames.train.solutions.repair_lp_mixture``).
+      ``snapshot_offset``: where in each window of ``snapshot_every`` steps the snapshot is
+      taken, ``random`` (seeded: a cycling game is seen in every phase) or ``fixed`` (the
+      window's last step, the behaviour before offsets).
+    * ``recommend``: the solution to deploy (``results.json``'s ``recommended``,
+      ``recommended.pt``, the CLI's last line). ``auto``: the LP mixture of the snapshots and
+      the final model chosen on train when it is feasible there, else the best of them on
+      train (:mod:`fairgames.train.recommend`); ``final`` / ``best_iterate`` / ``stochastic``:
+      that solution as chosen above (``stochastic``, with ``snapshot_offset=fixed``, is the
+      output of published protocols).
     * ``checkpoint_every`` (0: only at the end) and ``resume`` (``true``: the run directory's
       checkpoint, or a path) let a killed run continue; ``stop_after`` ends the run after that
       many steps without saving or evaluating anything more, as a kill would (a resumed run
@@ -260,6 +271,7 @@ class TrainerConfig:
     snapshot_every: int = 10
     max_snapshots: int = 100
     snapshot_strategy: str = "reservoir"
+    snapshot_offset: str = "random"
     checkpoint_every: int = 500
     resume: Any = False
     stop_after: int | None = None
@@ -270,6 +282,7 @@ class TrainerConfig:
     constraint_split: str = "train"
     constraint_fraction: float = 0.5
     stochastic: str = "uniform"
+    recommend: str = "auto"
     eval_chunk: int = 65536
 
 
@@ -512,7 +525,9 @@ def _check_trainer_data(c: DictConfig, check: Checks) -> None:
                   "step (a best response computes the multipliers' step itself); a held-out "
                   "split needs players that do not, e.g. a gradient θ-player")
     check.choice("trainer.snapshot_strategy", t.snapshot_strategy, SNAPSHOT_STRATEGIES)
+    check.choice("trainer.snapshot_offset", t.snapshot_offset, SNAPSHOT_OFFSETS)
     check.choice("trainer.stochastic", t.stochastic, STOCHASTIC)
+    check.choice("trainer.recommend", t.recommend, RECOMMEND)
     if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):
         check.bad("trainer.resume", t.resume, "true, false or a checkpoint path")
 

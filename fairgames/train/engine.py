@@ -5,11 +5,12 @@ One step (no host-device sync; :func:`fairgames.rates.no_host_sync` proves it on
 draw a minibatch index on the device (or use the whole split), score it, build a
 :class:`~fairgames.rates.Batch`, and let the :class:`~fairgames.game.ConstrainedOptimizer` play
 (``lagrangian`` → ``backward`` → optional gradient clipping → ``step``; a best-response
-θ-player runs its inner loop through ``step_batch``). Every ``snapshot_every`` steps the
-model is copied on the device. Only at ``log_every`` steps does the loop read device values:
-the game's last :class:`~fairgames.game.StepRecord`, the surrogate bounds of the objective and
-constraints on the batch, per-group rates, the infeasibility verdict — and it writes them to
-TensorBoard, to the progress bar and to the history that ``dynamics.png`` plots.
+θ-player runs its inner loop through ``step_batch``). Once in every ``snapshot_every``
+steps (at a seeded random step of the window, or its last) the model is copied on the device.
+Only at ``log_every`` steps does the loop read device values: the game's last
+:class:`~fairgames.game.StepRecord`, the surrogate bounds of the objective and constraints on
+the batch, per-group rates, the infeasibility verdict — and it writes them to TensorBoard,
+to the progress bar and to the history that ``dynamics.png`` plots.
 
 A checkpoint (every ``checkpoint_every`` steps; atomic) holds the model, the optimizer's
 ``state_dict`` (every player, the running estimates), the sampler's position, the snapshots,
@@ -126,16 +127,19 @@ class SnapshotSettings:
     """The iterates kept for the stochastic model and the best iterate: one every ``every``
     steps, at most ``max_kept`` of them, thinned by ``strategy``
     (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded uniform
-    sample of all snapshots, or ``"uniform_stride"``, evenly spaced).
+    sample of all snapshots, or ``"uniform_stride"``, evenly spaced), each at a ``"random"``
+    step of its window of ``every`` steps (so a cycling game is seen in every phase) or the
+    ``"fixed"`` last one.
 
     Example:
-        >>> SnapshotSettings(every=5, max_kept=4).strategy
-        'reservoir'
+        >>> SnapshotSettings(every=5, max_kept=4).strategy, SnapshotSettings().offset
+        ('reservoir', 'random')
     """
 
     every: int = 10
     max_kept: int = 100
     strategy: str = "reservoir"
+    offset: str = "random"
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,8 @@ class Engine:
         self.run_dir, self.logger = checkpoints.run_dir, logging.logger
         self.progress, self.on_checkpoint = logging.progress, checkpoints.on_save
         self.snapshots = SnapshotRecorder(model, snapshots.every, snapshots.max_kept,
-                                          snapshots.strategy, seed=batches.seed)
+                                          snapshots.strategy, seed=batches.seed,
+                                          offset=snapshots.offset)
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.params = [p for p in model.parameters() if p.requires_grad]

@@ -24,7 +24,7 @@ from .logger import RunLogger
 from .report import SPLITS, plot_dynamics, render_report, write_json
 
 SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",
-                  "stochastic": "stochastic.pt"}
+                  "stochastic": "stochastic.pt", "recommended": "recommended.pt"}
 
 
 def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[str, Any],
@@ -40,10 +40,12 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
                                   strict=True) if k == "constraint"]
         plot_dynamics(engine.history, run_dir / "dynamics.png", rows)
     for name, solution in solutions.items():
+        # recommended.pt says what it is and why (results.json's training.recommended)
+        why = {"choice": results["training"]["recommended"]} if name == "recommended" else {}
         save_solution(run_dir / SOLUTION_FILES[name], solution,
                       metadata={"solution": name, "model": model_config,
                                 "problem": statements.get("name"),
-                                "steps": results["training"]["steps"]})
+                                "steps": results["training"]["steps"], **why})
     hparams = flatten(results["config"])
     metrics = {}
     for sol, per_split in results["solutions"].items():

@@ -2,12 +2,13 @@
 (tables a person can read) and ``dynamics.png`` (objective, violations and multipliers over
 the logged steps).
 
-``results.json`` is shaped ``{schema_version, config, env, solutions: {final | best_iterate |
-stochastic: {train | validation | test: {label_kind, objective, error, constraints: {name:
-{value, violation}}, groups: {"sex=Female": {rate: value}}}}}, training: {steps, multipliers,
-slacks, likely_infeasible, ...}}``; ``fairgames/train/results.schema.json`` is its schema. A
-real-valued target (``label_kind: "real"``) has ``mse`` and ``mae`` instead of ``error``, and
-per-group losses (:data:`TABLE_LOSSES`) instead of rates.
+``results.json`` is shaped ``{schema_version, config, env, solutions: {recommended | final |
+best_iterate | stochastic: {train | validation | test: {label_kind, objective, error,
+constraints: {name: {value, violation}}, groups: {"sex=Female": {rate: value}}}}}, training:
+{steps, multipliers, slacks, likely_infeasible, recommended: {solution, reason, ...}, ...}}``;
+``fairgames/train/results.schema.json`` is its schema. A real-valued target (``label_kind:
+"real"``) has ``mse`` and ``mae`` instead of ``error``, and per-group losses
+(:data:`TABLE_LOSSES`) instead of rates.
 
 Example:
     >>> schema = load_schema()
@@ -30,8 +31,9 @@ from typing import Any
 
 import torch
 
-SCHEMA_VERSION = 2     # the history of its changes: CHANGELOG.md
-SOLUTIONS = ("final", "best_iterate", "stochastic")
+SCHEMA_VERSION = 3     # the history of its changes: CHANGELOG.md
+# The recommended solution (the one to deploy) first, then the run's three others.
+SOLUTIONS = ("recommended", "final", "best_iterate", "stochastic")
 SPLITS = ("train", "validation", "test")
 TABLE_RATES = ("share", "base_rate", "positive_rate", "tpr", "fpr", "error", "precision",
                "fmeasure", "kld")
@@ -142,12 +144,17 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out.append(f"- `{k}` = {_fmt(v)}")
     out += [f"- protected attribute: `{cfg.get('data', {}).get('protected')}`",
             f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
-    out += ["## Summary", "", "Constraint values are `g` in `g <= 0`: positive means violated.",
-            ""]
+    out += ["## Summary", ""]
+    if "recommended" in tr:
+        rec = tr["recommended"]
+        out += [f"**Recommended** (the solution to deploy, `recommended.pt`): "
+                f"{rec['solution']} — {rec['reason']}.", ""]
+    out += ["Constraint values are `g` in `g <= 0`: positive means violated.", ""]
     kind = sol["final"]["test"].get("label_kind", "binary")
     headline, columns = HEADLINE[kind], TABLE_COLUMNS[kind]
+    solutions = [s for s in SOLUTIONS if s in sol]    # results written before `recommended`
     rows = []
-    for s in SOLUTIONS:
+    for s in solutions:
         for split in SPLITS:
             m = sol[s][split]
             viol = max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
@@ -156,16 +163,20 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     names = list(sol["final"]["test"]["constraints"])
     if names:
         out += ["## Constraints (test split)", ""]
-        rows = [[n] + [sol[s]["test"]["constraints"][n]["value"] for s in SOLUTIONS]
+        rows = [[n] + [sol[s]["test"]["constraints"][n]["value"] for s in solutions]
                 for n in names]
-        out += [_table(["constraint", *SOLUTIONS], rows), ""]
-    for s in SOLUTIONS:
+        out += [_table(["constraint", *solutions], rows), ""]
+    for s in solutions:
         groups = sol[s]["test"]["groups"]
         title = "rates" if kind == "binary" else "losses"
         out += [f"## Per-group {title}: {s}, test split", ""]
         rows = [[g] + [rates.get(r) for r in columns] for g, rates in groups.items()]
         out += [_table(["group", *columns], rows), ""]
     out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
+    if "recommended" in tr:
+        rec = tr["recommended"]
+        out.append(f"- recommended: {rec['solution']} (rule {rec['rule']}, chosen on "
+                   f"{rec['split'] or 'no split'}), steps {rec['steps'] or '(final)'}")
     if "best_iterate" in tr:
         out.append(f"- best iterate: step {tr['best_iterate']['step']} (chosen on "
                    f"{tr['best_iterate']['split']})")

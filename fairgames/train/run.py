@@ -11,10 +11,12 @@ What a run does, in order: loads the splits onto the device; trains the helper m
 problem needs (an unconstrained model for ``unconstrained_error``-style names, paper 000
 Table 3; a churn baseline, unless loaded from ``problem.baseline_path``); compiles the problem;
 plays the game with the :class:`~fairgames.train.engine.Engine`; evaluates the final model,
-the best iterate and the stochastic model (the mixture of snapshots) on train, validation and
-test; writes ``results.json`` (validated against the shipped schema), ``report.md``,
-``dynamics.png``, the three solutions (``final.pt``, ``best_iterate.pt``, ``stochastic.pt``,
-:func:`fairgames.game.solutions.save_solution` files) and TensorBoard hparams.
+the best iterate, the stochastic model (the mixture of snapshots) and the recommended one
+(the solution to deploy, :mod:`fairgames.train.recommend`) on train, validation and test;
+writes ``results.json`` (validated against the shipped schema), ``report.md``,
+``dynamics.png``, the four solutions (``final.pt``, ``best_iterate.pt``, ``stochastic.pt``,
+``recommended.pt``, :func:`fairgames.game.solutions.save_solution` files) and TensorBoard
+hparams.
 
 Example:
     >>> import torch
@@ -23,7 +25,7 @@ Example:
     >>> result = fit(torch.nn.Linear(4, 1), "equal_opportunity", splits, protected="group",
     ...              trainer={"steps": 30, "log_every": 10, "snapshot_every": 5})
     >>> sorted(result.results["solutions"])
-    ['best_iterate', 'final', 'stochastic']
+    ['best_iterate', 'final', 'recommended', 'stochastic']
 """
 
 from __future__ import annotations
@@ -77,13 +79,14 @@ from .helpers import (
 )
 from .logger import RunLogger
 from .outputs import write_outputs
+from .recommend import recommend
 from .report import (
     SCHEMA_VERSION,
     clean_numbers,
     environment,
     validate_results,
 )
-from .solutions import evaluate_solutions
+from .solutions import evaluate_solutions, score_candidates
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
 HOLDOUT_ROWS_FILE = "constraint_holdout.json"
@@ -99,9 +102,10 @@ class RunResult:
     Attributes:
         run_dir: where the outputs are (``None`` when nothing was written).
         results: the ``results.json`` content, or ``None`` if the run stopped early.
-        model: the final model (``extras["solutions"]`` holds all three solutions:
-            ``final``, ``best_iterate`` and the ``stochastic``
-            :class:`~fairgames.game.solutions.StochasticModel`).
+        model: the final model (``extras["solutions"]`` holds every solution: ``final``,
+            ``best_iterate``, the ``stochastic``
+            :class:`~fairgames.game.solutions.StochasticModel` and the ``recommended`` one,
+            also :attr:`recommended`).
         engine: the training loop (history, snapshots, game).
         stopped: the run ended at ``trainer.stop_after`` before finishing.
 
@@ -112,6 +116,8 @@ class RunResult:
         ...              protected="group", trainer={"steps": 4, "log_every": 2})
         >>> result.run_dir is None, result.stopped, result.engine.step
         (True, False, 4)
+        >>> result.recommended is result.extras["solutions"]["recommended"]
+        True
     """
 
     run_dir: Path | None
@@ -120,6 +126,15 @@ class RunResult:
     engine: Engine
     stopped: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def recommended(self) -> torch.nn.Module | None:
+        """The solution to deploy (``trainer.recommend``; a module, or a
+        :class:`~fairgames.game.solutions.StochasticModel` for a mixture — sample it with
+        ``predict``, or use ``predict_proba``); ``None`` if the run stopped early. Its metrics
+        are ``results["solutions"]["recommended"]`` and why it was chosen
+        ``results["training"]["recommended"]``."""
+        return self.extras.get("solutions", {}).get("recommended")
 
 
 # --------------------------------------------------------------------------- config entry
@@ -656,7 +671,8 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                             progress=trainer.progress),
         snapshots=SnapshotSettings(every=trainer.snapshot_every,
                                    max_kept=trainer.max_snapshots,
-                                   strategy=trainer.snapshot_strategy),
+                                   strategy=trainer.snapshot_strategy,
+                                   offset=trainer.snapshot_offset),
         checkpoints=CheckpointSettings(every=trainer.checkpoint_every, run_dir=run_dir,
                                        on_save=add_run_state))
     if ckpt is not None:
@@ -689,15 +705,19 @@ def _play(ctx: RunContext, game: Game) -> bool:
 
 
 def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) -> RunResult:
-    """Evaluate the three solutions, validate ``results.json`` and write the outputs."""
+    """Evaluate the solutions (the recommended one too), validate ``results.json`` and write
+    the outputs."""
     inputs, splits, baselines = ctx.inputs, ctx.splits, helpers.baselines
     objective, constraints, statements = built.objective, built.constraints, built.statements
     protected, trainer, run_dir = inputs.protected, inputs.trainer, inputs.run_dir
     config, device, model_config = inputs.config, inputs.device, inputs.model.config
     engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
     evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
-    results, choice, solutions = evaluate_solutions(engine, evaluator, splits, baselines,
-                                                    trainer)
+    candidates = score_candidates(engine, splits, baselines, trainer)
+    results, choice, solutions = evaluate_solutions(candidates, evaluator, trainer)
+    (results["recommended"], choice["recommended"],
+     solutions["recommended"]) = recommend(candidates, evaluator, trainer,
+                                           (results, choice, solutions))
     ctx.extras["solutions"] = solutions
     training = _training_record(ctx, helpers, built, game, choice)
     out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,

@@ -1,5 +1,8 @@
 """The three solutions of a run: the final model, the best iterate and the stochastic model.
 
+(The fourth, the one to deploy, is chosen among the same candidates by
+:mod:`fairgames.train.recommend`.)
+
 The snapshots kept during training are the candidates. Each is evaluated with true rates on
 the selection split; the best iterate is :func:`fairgames.game.solutions.best_iterate`'s
 choice (the feasible candidate with the lowest objective, else Cotter et al.'s rank
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from fairgames.data import DatasetSplits, TabularDataset
-from fairgames.game.solutions import best_iterate, shrink_lp
+from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
 
 from .config import TrainerConfig
 from .data import predict_scores
@@ -86,16 +90,36 @@ def constraint_rows(metrics: Mapping[str, Any], senses: list[str]) -> list[float
     return rows
 
 
-def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: DatasetSplits,
-               baselines: Mapping[str, torch.Tensor] | None, trainer: TrainerConfig
-               ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Evaluate the final model, the best iterate and the stochastic model on every split."""
+@dataclass
+class Candidates:
+    """The kept snapshots of a run and the final model, scored once on every split.
+
+    ``mixture`` holds the snapshots (uniform weights, their training ``steps``); ``scores``
+    ``{split: [R, N]}`` are the snapshots' scores and ``final`` ``{split: [N]}`` the final
+    model's; ``splits`` the data and ``baselines`` a churn baseline's scores (or ``None``).
+    """
+
+    model: torch.nn.Module
+    step: int
+    mixture: StochasticModel
+    scores: dict[str, torch.Tensor]
+    final: dict[str, torch.Tensor]
+    splits: dict[str, TabularDataset]
+    baselines: Mapping[str, torch.Tensor] | None
+
+    def base(self, split: str) -> torch.Tensor | None:
+        return self.baselines[split] if self.baselines else None
+
+
+def score_candidates(engine: Engine, splits: DatasetSplits,
+                     baselines: Mapping[str, torch.Tensor] | None, trainer: TrainerConfig
+                     ) -> Candidates:
+    """Every kept snapshot's and the final model's scores on every split."""
     model = engine.model
     recorder = engine.snapshots
     if len(recorder) == 0:      # fewer steps than snapshot_every: the final model is the one
         recorder.offer()
     mixture = recorder.to_stochastic_model(template=model)
-    steps = list(mixture.steps or [])
     chunk = trainer.eval_chunk
 
     @torch.no_grad()
@@ -105,19 +129,50 @@ def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: Dat
 
     scores = {name: member_scores(ds) for name, ds in splits.items()}
     final = {name: predict_scores(model, ds.features, chunk) for name, ds in splits.items()}
+    return Candidates(model, engine.step, mixture, scores, final, dict(splits.items()),
+                      baselines)
 
-    def base(name: str) -> torch.Tensor | None:
-        return baselines[name] if baselines else None
 
-    # Candidates are compared on the selection split (paper 000 [code]: validation).
-    split = trainer.selection_split
-    ds = dict(splits.items())[split]
+def candidate_values(evaluator: SolutionEvaluator, ds: TabularDataset, scores: torch.Tensor,
+                     baseline: torch.Tensor | None) -> tuple[list[float], list[list[float]]]:
+    """Objective (``inf`` where undefined) and ``g ≤ 0`` rows of each row of ``scores``."""
     senses = [c.sense for c in evaluator.constraints]
     objectives, rows = [], []
-    for r in range(len(mixture)):
-        m = evaluator.evaluate(ds, scores[split][r], baseline_scores=base(split))
+    for r in range(scores.shape[0]):
+        m = evaluator.evaluate(ds, scores[r], baseline_scores=baseline)
         objectives.append(m["objective"] if m["objective"] is not None else math.inf)
         rows.append(constraint_rows(m, senses))
+    return objectives, rows
+
+
+def exact_mixture(evaluator: SolutionEvaluator, ds: TabularDataset, scores: torch.Tensor,
+                  baseline: torch.Tensor | None, support: list[int] | None = None
+                  ) -> Callable[[torch.Tensor], tuple[float, list[float]]]:
+    """``w ↦ (objective, g ≤ 0 rows)`` of the mixture ``w`` ([R], zero off ``support``) with
+    true rates on ``ds``; only the ``support`` rows of ``scores`` are evaluated (``None``:
+    each ``w``'s own non-zeros)."""
+    senses = [c.sense for c in evaluator.constraints]
+    fixed = scores[support] if support is not None else None
+
+    def exact(w: torch.Tensor) -> tuple[float, list[float]]:
+        rows = support if support is not None else [i for i, v in enumerate(w.tolist()) if v]
+        s = fixed if fixed is not None else scores[rows]
+        q = w[rows].to(s.device, torch.float32)
+        m = evaluator.evaluate(ds, s, baseline_scores=baseline, mixture_weights=q)
+        f = m["objective"] if m["objective"] is not None else math.inf
+        return f, constraint_rows(m, senses)
+    return exact
+
+
+def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig
+                       ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Evaluate the final model, the best iterate and the stochastic model on every split."""
+    mixture, scores, final, base = cands.mixture, cands.scores, cands.final, cands.base
+    steps = list(mixture.steps or [])
+    # Candidates are compared on the selection split (paper 000 [code]: validation).
+    split = trainer.selection_split
+    ds = cands.splits[split]
+    objectives, rows = candidate_values(evaluator, ds, scores[split], base(split))
     best = best_iterate(objectives, rows)
     repaired = None
     if trainer.stochastic == "shrunk" and rows and rows[0]:
@@ -125,22 +180,14 @@ def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: Dat
         # Every mixture the repair looks at lives on the LP's support and the best iterate
         # (≤ m + 2 snapshots): evaluate those rows only, not all R.
         support = sorted({i for i, w in enumerate(weights.tolist()) if w > 0} | {best})
-        support_scores = scores[split][support]
-
-        def exact(w: torch.Tensor) -> tuple[float, list[float]]:
-            q = w[support].to(model_device(model), torch.float32)
-            m = evaluator.evaluate(ds, support_scores, baseline_scores=base(split),
-                                   mixture_weights=q)
-            f = m["objective"] if m["objective"] is not None else math.inf
-            return f, constraint_rows(m, senses)
-
+        exact = exact_mixture(evaluator, ds, scores[split], base(split), support)
         weights, repaired = repair_lp_mixture(weights, best, rows[best], exact)
     else:
         weights = mixture.weights.detach().cpu()
     stochastic = mixture if trainer.stochastic == "uniform" else mixture.subset(weights)
-    q = weights.to(device=model_device(model), dtype=torch.float32)
+    q = weights.to(device=model_device(cands.model), dtype=torch.float32)
     results: dict[str, Any] = {"final": {}, "best_iterate": {}, "stochastic": {}}
-    for name, split_ds in splits.items():
+    for name, split_ds in cands.splits.items():
         results["final"][name] = evaluator.evaluate(split_ds, final[name],
                                                     baseline_scores=base(name))
         results["best_iterate"][name] = evaluator.evaluate(split_ds, scores[name][best],
@@ -153,7 +200,8 @@ def evaluate_solutions(engine: Engine, evaluator: SolutionEvaluator, splits: Dat
               "stochastic": {"kind": trainer.stochastic, "steps": [steps[i] for i in kept],
                              "weights": [float(weights[i]) for i in kept],
                              "moved_towards_best_iterate": repaired}}
-    solutions = {"final": model, "best_iterate": mixture.member(best), "stochastic": stochastic}
+    solutions = {"final": cands.model, "best_iterate": mixture.member(best),
+                 "stochastic": stochastic}
     return results, choice, solutions
 
 

@@ -316,7 +316,7 @@ def _run(rec: SnapshotRecorder, model: _WithBuffer, steps: int) -> None:
 def test_snapshots_copy_parameters_and_buffers_at_the_right_steps():
     model = _WithBuffer()
     bias0 = float(model.lin.bias.detach())
-    rec = SnapshotRecorder(model, every=3, capacity=100)
+    rec = SnapshotRecorder(model, every=3, capacity=100, offset="fixed")
     _run(rec, model, 30)
     assert rec.steps == list(range(3, 31, 3))
     state = rec.stacked()
@@ -326,6 +326,67 @@ def test_snapshots_copy_parameters_and_buffers_at_the_right_steps():
     with torch.no_grad():
         model.lin.bias.zero_()
     torch.testing.assert_close(rec.stacked()["lin.bias"], state["lin.bias"])
+
+
+def _period_two_phases(rec: SnapshotRecorder, model: torch.nn.Linear, steps: int
+                       ) -> np.ndarray:
+    """Play a game whose iterate alternates θ = +1, −1, +1, ... every step; the phase (±1)
+    each kept snapshot holds."""
+    for t in range(steps):
+        with torch.no_grad():
+            model.weight.fill_(1.0 if t % 2 == 0 else -1.0)
+        rec.step()
+    return rec.stacked()["weight"].flatten().numpy()
+
+
+@pytest.mark.parametrize("strategy", ["reservoir", "uniform_stride"])
+def test_random_offsets_see_both_phases_of_a_period_two_game(strategy):
+    model = torch.nn.Linear(1, 1, bias=False)
+    # Today's stride: a snapshot every 10 steps lands on one phase only.
+    fixed = SnapshotRecorder(model, every=10, capacity=64, strategy=strategy, offset="fixed")
+    assert set(_period_two_phases(fixed, model, 2000)) == {-1.0}
+    # A random step of each window: both phases, in shares Binomial(n, 1/2) over the kept
+    # snapshots (checked at 5 sigma) — the same for every seed.
+    for seed in range(3):
+        rec = SnapshotRecorder(model, every=10, capacity=64, strategy=strategy, seed=seed)
+        phases = _period_two_phases(rec, model, 2000)
+        n = len(phases)
+        assert n >= 32 and set(phases) == {-1.0, 1.0}
+        assert abs((phases > 0).sum() - n / 2) <= 5 * np.sqrt(n / 4)
+
+
+def test_random_offsets_take_one_seeded_step_in_each_window():
+    model = _WithBuffer()
+    a = SnapshotRecorder(model, every=5, capacity=100, seed=3)
+    b = SnapshotRecorder(model, every=5, capacity=100, seed=3)
+    c = SnapshotRecorder(model, every=5, capacity=100, seed=4)
+    for _ in range(100):
+        with torch.no_grad():
+            model.count.add_(1)
+        a.step(), b.step(), c.step()
+    assert [(s - 1) // 5 for s in a.steps] == list(range(20))     # one in each window
+    assert a.steps == b.steps and a.steps != c.steps
+    # every step of a window is drawn (20 windows, 5 offsets: all seen with high odds)
+    assert set(np.array(a.steps) % 5) == {0, 1, 2, 3, 4}
+    torch.testing.assert_close(a.stacked()["count"], torch.tensor(a.steps))
+    # the reservoir's own draws do not depend on the offsets: same seed, same slot choices
+    r1 = SnapshotRecorder(model, every=1, capacity=4, seed=8)
+    r2 = SnapshotRecorder(model, every=1, capacity=4, seed=8, offset="fixed")
+    for _ in range(30):
+        r1.step(), r2.step()
+    assert r1.steps == r2.steps
+
+
+def test_offset_is_part_of_the_recorders_state():
+    model = _WithBuffer()
+    rec = SnapshotRecorder(model, every=3, capacity=10)
+    _run(rec, model, 7)
+    with pytest.raises(ValueError, match="offset='random' but this recorder has "
+                                         "offset='fixed'"):
+        SnapshotRecorder(model, every=3, capacity=10, offset="fixed").load_state_dict(
+            rec.state_dict())
+    with pytest.raises(ValueError, match="offset must be one of"):
+        SnapshotRecorder(model, every=3, capacity=10, offset="middle")
 
 
 def test_reservoir_is_capped_seeded_and_uniform():
@@ -353,7 +414,8 @@ def test_reservoir_is_capped_seeded_and_uniform():
 
 def test_uniform_stride_keeps_an_evenly_spaced_budget():
     model = _WithBuffer()
-    rec = SnapshotRecorder(model, every=2, capacity=10, strategy="uniform_stride")
+    rec = SnapshotRecorder(model, every=2, capacity=10, strategy="uniform_stride",
+                           offset="fixed")
     _run(rec, model, 200)                        # 100 offers
     steps = rec.steps
     assert 5 <= len(steps) <= 10 and steps[0] == 2
@@ -382,9 +444,10 @@ def test_recorder_state_dict_round_trip_continues_identically(strategy):
 
 
 @pytest.mark.parametrize("strategy", ["reservoir", "uniform_stride"])
-def test_recording_makes_no_host_sync(strategy):
+@pytest.mark.parametrize("every", [1, 3])
+def test_recording_makes_no_host_sync(strategy, every):
     model = _WithBuffer()
-    rec = SnapshotRecorder(model, every=1, capacity=4, strategy=strategy)
+    rec = SnapshotRecorder(model, every=every, capacity=4, strategy=strategy)
     with no_host_sync():
         _run(rec, model, 20)
     assert len(rec) >= 2

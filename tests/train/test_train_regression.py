@@ -44,7 +44,7 @@ def test_regression_results_are_schema_valid_and_equal_numpy(regression_run):
     result, splits = regression_run
     res = json.loads((result.run_dir / "results.json").read_text())
     jsonschema.validate(res, load_schema())
-    assert res["schema_version"] == 2
+    assert res["schema_version"] == 3
     final = load_solution(result.run_dir / "final.pt", torch.nn.Linear(4, 1))
     mix = load_solution(result.run_dir / "stochastic.pt", torch.nn.Linear(4, 1))
     assert isinstance(mix, StochasticModel)

@@ -37,7 +37,8 @@ def test_multirun_sweep_and_frontier(tmp_path):
     fr = _script("scripts/frontier.py", str(sweep))
     assert fr.returncode == 0, fr.stderr[-3000:]
     table = pd.read_csv(sweep / "frontier.csv")
-    assert len(table) == 2 * 3 and set(table["runs"]) == {2}
+    # two tolerances × four solutions (recommended, final, best_iterate, stochastic)
+    assert len(table) == 2 * 4 and set(table["runs"]) == {2}
     assert (sweep / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     assert (sweep / "frontier.md").read_text().startswith("| problem | data | algorithm |")
     # The table's means are the plain means of the runs' test errors.
