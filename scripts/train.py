@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.problems import ProblemError
 from fairgames.train import ConfigError, run
+from fairgames.train.verdict import verdict_lines
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 
@@ -48,6 +49,7 @@ def main(cfg: DictConfig) -> float | None:
     headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
     print(f"{result.run_dir}: stochastic model on test: objective {test['objective']:.4f}, "
           f"{headline}, max violation {worst:.4f}")
+    print("\n".join(verdict_lines(result.results["verdict"])))
     return test["objective"]
 
 
