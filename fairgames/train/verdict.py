@@ -150,6 +150,8 @@ def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
     lines = [f"verdict for the {verdict['solution'].replace('_', ' ')} model (test: {how}):"]
     for name, v in verdict["constraints"].items():
         lines.append(f"  {name}: {v['verdict']}. {_evidence(v)}")
+    if not verdict["constraints"]:
+        lines.append("  (the problem has no constraint)")
     return lines
 
 

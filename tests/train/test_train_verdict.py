@@ -188,3 +188,8 @@ def test_the_cli_prints_one_verdict_line_per_constraint_and_exits_0(tmp_path):
     assert len(body) == len(res["verdict"]["constraints"]) == 4
     for line, (name, v) in zip(body, res["verdict"]["constraints"].items(), strict=True):
         assert line.startswith(f"  {name}: {v['verdict']}. train g = ")
+
+
+def test_a_problem_without_constraints_says_so():
+    lines = verdict_lines({"solution": "stochastic", "resamples": 1000, "constraints": {}})
+    assert lines[1:] == ["  (the problem has no constraint)"]
