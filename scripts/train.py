@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.problems import ProblemError
 from fairgames.train import ConfigError, run
+from fairgames.train.verdict import verdict_lines
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 
@@ -45,6 +46,7 @@ def main(cfg: DictConfig) -> float | None:
               f"trainer.resume={result.run_dir}")
         return None
     print(summary_line(result.run_dir, result.results))
+    print("\n".join(verdict_lines(result.results["verdict"])))
     return result.results["solutions"]["recommended"]["test"]["objective"]
 
 

@@ -16,6 +16,7 @@ Example:
 """
 
 from .batch import LABEL_KINDS, Batch
+from .bootstrap import Bootstrap, multinomial_counts, percentile_interval, stratum_codes
 from .errors import EmptySubsetError, NonFiniteScoresError, RatesError
 from .evaluator import LeafValues, RateEvaluator
 from .events import EVENTS, Event, Indicator, predicted_positive_at, score_at_least

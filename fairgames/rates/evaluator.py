@@ -164,6 +164,16 @@ class _Plan:
         out = torch.zeros(self.matrix.shape[0], dtype=sums.dtype, device=sums.device)
         return out.index_add(0, self.rows, vals * sums.index_select(0, self.cols))
 
+    def apply_many(self, sums: torch.Tensor) -> torch.Tensor:
+        """``matrix @ sums.T`` for ``n`` cell-sum vectors ``[n, cells·columns]`` (float64):
+        ``[rows, n]``, one product for all of them."""
+        if self.dense is not None:
+            return self.dense[torch.float64].to(sums.dtype) @ sums.t()
+        vals = self.values[torch.float64].to(sums.dtype)
+        picked = sums.index_select(1, self.cols) * vals                    # [n, non-zeros]
+        out = torch.zeros(sums.shape[0], self.matrix.shape[0], dtype=sums.dtype,
+                          device=sums.device)
+        return out.index_add_(1, self.rows, picked).t()
 
 
 @dataclass
@@ -455,6 +465,43 @@ class RateEvaluator(torch.nn.Module):
             return self._cell_sums(plan, batch, dtype)
 
     def _cell_sums(self, plan: _Plan, batch: Batch, dtype: torch.dtype) -> torch.Tensor:
+        v, code = self._example_columns(plan, batch, dtype)
+        # Columns-major sums (see the fused pass): index_add along dim 1 from [C', B].
+        sums = torch.zeros(v.shape[1], plan.hard_cells, dtype=dtype, device=batch.device)
+        sums = sums.index_add(1, code, v.t().contiguous())
+        return sums.t().reshape(-1)
+
+    def hard_cells(self, batch: Batch) -> int:
+        """The number of cells of the hard factors (label, baseline, source, hard groups)
+        that :meth:`example_columns` assigns ``batch``'s examples to."""
+        return self._plan(batch).hard_cells
+
+    def example_columns(self, batch: Batch, dtype: torch.dtype = torch.float64, *,
+                        bounds: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each example's contribution to the cell sums: columns ``[B, C']`` (weight, the
+        indicators' true / upper / lower values times the weight, the group losses, spread
+        over the soft cells: ``C' = soft cells · columns``) and its hard cell ``[B]``. The
+        cell sums of :meth:`cell_sums` are their per-cell totals; a reweighting of the
+        examples (a bootstrap resample's counts) is a weighted total of the same columns.
+        A mixture's example carries its expected prediction ``Σ_r q_r 1[s_r > z]``.
+        ``bounds=False`` leaves the surrogate columns at zero (for true values only: rows
+        with the same labels, groups and predictions then have the same columns).
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import positive_prediction_rate
+            >>> ev = RateEvaluator([positive_prediction_rate()])
+            >>> v, code = ev.example_columns(Batch(scores=torch.tensor([1.0, -1.0]),
+            ...                                    labels=torch.tensor([1.0, 0.0])))
+            >>> v[:, :2].tolist(), code.tolist()     # [weight, weight·1[s ≥ 0]]
+            ([[1.0, 1.0], [1.0, 0.0]], [0, 0])
+        """
+        plan = self._plan(batch)
+        with torch.autocast(device_type=batch.device.type, enabled=False):
+            return self._example_columns(plan, batch, dtype, bounds)
+
+    def _example_columns(self, plan: _Plan, batch: Batch, dtype: torch.dtype,
+                         bounds: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         b = batch.size
         w = (batch.weights.to(dtype) if batch.weights is not None
              else torch.ones(b, dtype=dtype, device=batch.device))
@@ -470,6 +517,14 @@ class RateEvaluator(torch.nn.Module):
                 continue
             margin = scores - ind.threshold if ind.threshold else scores
             hit = (margin > 0) if ind.strict else (margin >= 0)
+            if not bounds:
+                # true values only: the surrogate columns stay in the layout, as zeros
+                hit = hit.to(dtype)
+                if batch.mixture_weights is not None:
+                    hit = (batch.mixture_weights.to(dtype)[:, None] * hit).sum(0)
+                zero = torch.zeros_like(w)
+                cols += [w * hit, zero, zero]
+                continue
             up, lo = self.surrogate.bounds(margin)
             if batch.mixture_weights is not None:
                 q = batch.mixture_weights.to(dtype)[:, None]
@@ -506,10 +561,7 @@ class RateEvaluator(torch.nn.Module):
             code = code * f.size + x
         if soft_w is not None:
             v = (soft_w[:, :, None] * v[:, None, :]).reshape(b, -1)
-        # Columns-major sums (see the fused pass): index_add along dim 1 from [C', B].
-        sums = torch.zeros(v.shape[1], plan.hard_cells, dtype=dtype, device=batch.device)
-        sums = sums.index_add(1, code, v.t().contiguous())
-        return sums.t().reshape(-1)
+        return v, code
 
     def _combine(self, plan: _Plan, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = plan.apply(sums)
@@ -740,6 +792,32 @@ class RateEvaluator(torch.nn.Module):
         n_all = total.reshape(-1, plan.columns)[:, 0].sum()
         return LeafValues(nums[:k] / den, nums[k:2 * k] / den, nums[2 * k:] / den, self.index,
                           weights / n_all, subset_weights=weights)
+
+    @torch.no_grad()
+    def leaf_values_of_sums(self, batch: Batch, sums: torch.Tensor) -> tuple[torch.Tensor,
+                                                                            torch.Tensor]:
+        """True leaf values of ``n`` reweightings of a split at once: from their cell sums
+        ``[n, cells·columns]`` (float64; e.g. bootstrap counts times
+        :meth:`example_columns`) of a split laid out as ``batch``, each leaf's true value
+        ``[K, n]`` (NaN where its subset has no weight) and its subset's weight ``[K, n]``.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import positive_prediction_rate
+            >>> ev = RateEvaluator([positive_prediction_rate()])
+            >>> b = Batch(scores=torch.tensor([1.0, -1.0]), labels=torch.tensor([1.0, 0.0]))
+            >>> v, code = ev.example_columns(b)
+            >>> counts = torch.tensor([[1.0, 1.0], [2.0, 0.0]], dtype=torch.float64)
+            >>> true, weight = ev.leaf_values_of_sums(b, counts @ v)   # one cell: code 0
+            >>> true.tolist(), weight.tolist()
+            ([[0.5, 1.0]], [[2.0, 2.0]])
+        """
+        plan = self._plan(batch)
+        out = plan.apply_many(sums)
+        k = plan.n_leaves
+        weights = out[3 * k: 3 * k + plan.n_subsets][plan.leaf_subset]
+        den = torch.where(weights > 0, weights, torch.full_like(weights, math.nan))
+        return out[:k] / den, weights
 
     def _fold_nonfinite(self) -> None:
         """Fold the fused passes' score sum into ``nonfinite_seen`` (device ops, no sync)."""

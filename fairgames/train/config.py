@@ -255,6 +255,8 @@ class TrainerConfig:
       stays untouched, and results on ``train`` are on the whole training split.
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
       (rows per evaluation chunk).
+    * ``bootstrap``: resamples of the constraints' 95 % percentile bootstrap intervals in
+      ``results.json`` and the verdict (stratified by group × label; 0: no intervals).
 
     Example:
         >>> t = TrainerConfig(steps=200, batch_size=128, device="cpu")
@@ -284,6 +286,7 @@ class TrainerConfig:
     stochastic: str = "uniform"
     recommend: str = "auto"
     eval_chunk: int = 65536
+    bootstrap: int = 1000
 
 
 @dataclass
@@ -506,6 +509,7 @@ def _check_trainer_loop(c: DictConfig, check: Checks) -> None:
     check.positive("trainer.checkpoint_every", t.checkpoint_every, integer=True, zero=True)
     check.positive("trainer.stop_after", t.stop_after, allow_none=True, integer=True)
     check.positive("trainer.eval_chunk", t.eval_chunk, integer=True)
+    check.positive("trainer.bootstrap", t.bootstrap, integer=True, zero=True)
 
 
 @register_validator("trainer")

@@ -4,8 +4,10 @@ the logged steps).
 
 ``results.json`` is shaped ``{schema_version, config, env, solutions: {recommended | final |
 best_iterate | stochastic: {train | validation | test: {label_kind, objective, error,
-constraints: {name: {value, violation}}, groups: {"sex=Female": {rate: value}}}}}, training:
-{steps, multipliers, slacks, likely_infeasible, recommended: {solution, reason, ...}, ...}}``;
+constraints: {name: {value, violation, interval}}, groups: {"sex=Female": {rate: value}}}}},
+training: {steps, multipliers, slacks, likely_infeasible, recommended: {solution, reason, ...},
+...}, verdict: {solution, resamples, constraints: {name: {status, verdict, train, test, values,
+intervals}}}}``;
 ``fairgames/train/results.schema.json`` is its schema. A real-valued target (``label_kind:
 "real"``) has ``mse`` and ``mae`` instead of ``error``, and per-group losses
 (:data:`TABLE_LOSSES`) instead of rates.
@@ -13,7 +15,7 @@ constraints: {name: {value, violation}}, groups: {"sex=Female": {rate: value}}}}
 Example:
     >>> schema = load_schema()
     >>> schema["required"]
-    ['schema_version', 'config', 'env', 'solutions', 'training']
+    ['schema_version', 'config', 'env', 'solutions', 'training', 'verdict']
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out.append(f"- `{k}` = {_fmt(v)}")
     out += [f"- protected attribute: `{cfg.get('data', {}).get('protected')}`",
             f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
+    if results.get("verdict"):
+        out += verdict_section(results["verdict"])
     out += ["## Summary", ""]
     if "recommended" in tr:
         rec = tr["recommended"]
@@ -163,9 +167,10 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     names = list(sol["final"]["test"]["constraints"])
     if names:
         out += ["## Constraints (test split)", ""]
-        rows = [[n] + [sol[s]["test"]["constraints"][n]["value"] for s in solutions]
+        rows = [[n] + [_with_interval(sol[s]["test"]["constraints"][n]) for s in solutions]
                 for n in names]
-        out += [_table(["constraint", *solutions], rows), ""]
+        out += ["`g` [95 % bootstrap interval].", "", _table(["constraint", *solutions], rows),
+                ""]
     for s in solutions:
         groups = sol[s]["test"]["groups"]
         title = "rates" if kind == "binary" else "losses"
@@ -187,6 +192,36 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out += ["", _table(["multiplier row", "λ"], list(tr["multipliers"].items()))]
     out.append("")
     return "\n".join(out)
+
+
+def _with_interval(entry: Mapping[str, Any]) -> str:
+    """``g`` and, when there is one, its interval: ``0.0123 [-0.0040, 0.0290]``."""
+    text = _fmt(entry.get("value"))
+    interval = entry.get("interval")
+    if interval is not None:
+        text += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+    return text
+
+
+def verdict_section(verdict: Mapping[str, Any]) -> list[str]:
+    """``report.md``'s "Verdict": per constraint, the verdict in words, ``g`` on train and
+    ``g`` with its 95 % bootstrap interval on validation and test."""
+    n = verdict.get("resamples") or 0
+    out = ["## Verdict", "",
+           f"Solution: {verdict['solution']}. A constraint is **met** when its train violation "
+           "is at most 1e-6 and its test interval reaches 0 or below (the test data are "
+           "consistent with it); intervals are 95 % percentile bootstrap intervals "
+           + (f"({n} resamples, stratified by group × label)." if n
+              else "(none: trainer.bootstrap=0; the test value itself decides)."), ""]
+    rows = [[name, v["verdict"], _fmt(v["values"]["train"]),
+             _with_interval({"value": v["values"]["validation"],
+                             "interval": v["intervals"]["validation"]}),
+             _with_interval({"value": v["values"]["test"], "interval": v["intervals"]["test"]})]
+            for name, v in verdict["constraints"].items()]
+    if not rows:
+        return out + ["The problem has no constraint.", ""]
+    return out + [_table(["constraint", "verdict", "train g", "validation g", "test g"], rows),
+                  ""]
 
 
 # --------------------------------------------------------------------------- dynamics.png

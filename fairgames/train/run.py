@@ -77,6 +77,7 @@ from .helpers import (
     train_unconstrained,
     unconstrained_values,
 )
+from .intervals import attach_intervals, constraint_intervals
 from .logger import RunLogger
 from .outputs import write_outputs
 from .recommend import recommend
@@ -87,12 +88,14 @@ from .report import (
     validate_results,
 )
 from .solutions import evaluate_solutions, score_candidates
+from .verdict import VERDICT_SOLUTION, run_verdict
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
 HOLDOUT_ROWS_FILE = "constraint_holdout.json"
 # Keys a resumed run may change without invalidating its checkpoint.
 RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
-               "trainer.epochs", "trainer.plots", "trainer.tensorboard", "run_dir"}
+               "trainer.epochs", "trainer.plots", "trainer.tensorboard", "trainer.bootstrap",
+               "run_dir"}
 
 
 @dataclass
@@ -720,9 +723,19 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
                                            (results, choice, solutions))
     ctx.extras["solutions"] = solutions
     training = _training_record(ctx, helpers, built, game, choice)
+    started = time.perf_counter()
+    intervals = (constraint_intervals(constraints, solutions, splits, protected, baselines,
+                                      resamples=trainer.bootstrap, seed=inputs.seed,
+                                      chunk=trainer.eval_chunk)
+                 if trainer.bootstrap and constraints else {})
+    attach_intervals(results, intervals)
     out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,
                          "env": environment(device), "solutions": results,
                          "training": training})
+    out["verdict"] = {**run_verdict(out, {c.name: c.sense for c in constraints},
+                                    VERDICT_SOLUTION),
+                      "resamples": trainer.bootstrap,
+                      "seconds": time.perf_counter() - started}
     validate_results(out)
     if run_dir is not None:
         write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,

@@ -341,10 +341,11 @@ PINNED_CELLS = [
     ({"kind": "ablation", "dataset": "compas", "split": 0, "algorithm": "nemsis",
       "surrogate": "sigmoid", "theta_lr": 1.0, "lambda_lr": None}, {"lambda_optimizer": "adam"}),
 ]
-# what no default may decide without the script saying so; these two cannot change a number
+# what no default may decide without the script saying so; these cannot change a number
 NOT_PINNED = {"run_dir",                 # the engine's run() is given its run directory
               "problem.description",     # prose in the run's report
-              "problem.data_sets"}       # documentation: which data the problem is meant for
+              "problem.data_sets",       # documentation: which data the problem is meant for
+              "trainer.bootstrap"}       # resamples of the reported intervals, after training
 
 
 def _compose(rep, config_dir: Path, ov: list[str]) -> dict:

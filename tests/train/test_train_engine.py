@@ -81,7 +81,7 @@ def test_constraints_met_on_train(eo_run, unconstrained_run):
 def test_results_match_the_schema_and_independent_recomputation(eo_run):
     res = json.loads((eo_run.run_dir / "results.json").read_text())
     jsonschema.validate(res, load_schema())
-    assert set(res) == {"schema_version", "config", "env", "solutions", "training"}
+    assert set(res) == {"schema_version", "config", "env", "solutions", "training", "verdict"}
     assert res["config"]["problem"]["name"] == "equal_opportunity"
     assert res["training"]["steps"] == 300
     splits = _splits(eo_run)

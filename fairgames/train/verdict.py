@@ -1,0 +1,165 @@
+"""A run's verdict: per constraint, met or not, in plain words, with the evidence.
+
+For the solution the run reports (:data:`VERDICT_SOLUTION`), each constraint ``g ≤ 0`` gets
+exactly one status from its values ``g`` on train and test and its test interval (the 95 %
+percentile bootstrap interval of :mod:`fairgames.train.intervals`):
+
+* ``undefined`` — "undefined on <split>": ``g`` has no value on the train or the test split
+  (a subset with no row there, or a ratio whose denominator is 0);
+* ``not_met`` — "NOT met on train — likely infeasible or too few steps (<what to try>)":
+  the train violation exceeds :data:`SLACK` (1e-6, float rounding);
+* ``met`` — the train violation is at most :data:`SLACK` and the test interval is
+  consistent with the constraint: its lower end is ≤ 0 (for an equality ``g = 0``: the
+  interval contains 0). Without an interval (``trainer.bootstrap=0``, or fewer than half of
+  the resamples define ``g``) the test value itself must be within :data:`SLACK`;
+* ``not_significant`` — "met on train, not significant on test": met on train, but the whole
+  test interval lies above 0 (for an equality: excludes 0), a test violation beyond sampling
+  noise.
+
+What to try, for a constraint not met on train: the infeasibility monitor's flag
+(``training.likely_infeasible``) when it is raised, more steps, ``trainer.tune=validation``,
+and the tolerance at which this model's train values would pass.
+
+Example:
+    >>> v = constraint_verdict("<=", {"train": -0.01, "validation": 0.0, "test": 0.004},
+    ...                        {"train": None, "validation": None, "test": [-0.01, 0.02]}, "")
+    >>> v["status"], v["verdict"]
+    ('met', 'met')
+    >>> constraint_verdict("<=", {"train": 0.05, "test": 0.06}, {}, "try more steps")["verdict"]
+    'NOT met on train — likely infeasible or too few steps (try more steps)'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+VERDICT_SOLUTION = "recommended"   # the solution whose verdict a run reports
+SLACK = 1e-6                      # train violations up to this are float rounding
+SPLITS = ("train", "validation", "test")
+STATUSES = ("met", "not_significant", "not_met", "undefined")
+
+
+def constraint_verdict(sense: str, values: Mapping[str, float | None],
+                       intervals: Mapping[str, Sequence[float] | None], advice: str
+                       ) -> dict[str, Any]:
+    """One constraint's verdict from its ``g`` per split, its intervals per split (``None``
+    where there is none) and ``advice`` (what to try if it is not met on train): ``status``
+    (one of :data:`STATUSES`), ``verdict`` (the sentence), ``train`` (``g``), ``test``
+    (the interval), and every split's ``values`` and ``intervals``."""
+    if sense not in ("<=", "=="):
+        raise ValueError(f"sense must be '<=' or '==', got {sense!r}")
+    undefined = [s for s in ("train", "test") if values.get(s) is None]
+    if undefined:
+        status, text = "undefined", "undefined on " + " and ".join(undefined)
+    elif _violation(sense, values["train"]) > SLACK:      # type: ignore[arg-type]
+        status = "not_met"
+        text = "NOT met on train — likely infeasible or too few steps" + (
+            f" ({advice})" if advice else "")
+    elif _consistent(sense, values["test"], intervals.get("test")):   # type: ignore[arg-type]
+        status, text = "met", "met"
+    else:
+        status, text = "not_significant", "met on train, not significant on test"
+    return {"status": status, "verdict": text, "train": values.get("train"),
+            "test": _listed(intervals.get("test")),
+            "values": {s: values.get(s) for s in SPLITS},
+            "intervals": {s: _listed(intervals.get(s)) for s in SPLITS}}
+
+
+def _violation(sense: str, g: float) -> float:
+    return max(g, 0.0) if sense == "<=" else abs(g)
+
+
+def _consistent(sense: str, g: float, interval: Sequence[float] | None) -> bool:
+    """Whether the test split is consistent with the constraint (see the module doc)."""
+    if interval is None:
+        return _violation(sense, g) <= SLACK
+    lo, hi = interval
+    return lo <= 0.0 if sense == "<=" else lo <= 0.0 <= hi
+
+
+def _listed(interval: Sequence[float] | None) -> list[float] | None:
+    return None if interval is None else [float(v) for v in interval]
+
+
+def what_to_try(results: Mapping[str, Any], train_violation: float) -> str:
+    """The levers for a constraint violated by ``train_violation`` on train, as one phrase:
+    the infeasibility monitor's flag, a tolerance that would pass, more steps and
+    ``trainer.tune=validation``.
+
+    Example:
+        >>> what_to_try({"training": {"steps": 500, "likely_infeasible": False},
+        ...              "config": {"problem": {"tolerance": 0.02,
+        ...                                     "tolerance_kind": "difference"}}}, 0.068)
+        'try trainer.steps=1000, trainer.tune=validation or problem.tolerance=0.09'
+    """
+    training, config = results.get("training", {}), results.get("config", {})
+    trainer = config.get("trainer") or {}
+    if trainer.get("epochs"):
+        more = f"trainer.epochs={2 * float(trainer['epochs']):g}"
+    else:
+        more = f"trainer.steps={2 * int(training.get('steps') or trainer.get('steps') or 1)}"
+    tolerance = _looser_tolerance(config.get("problem") or {}, train_violation)
+    if training.get("likely_infeasible"):
+        return (f"the infeasibility monitor flags it as likely infeasible: try {tolerance} or "
+                f"a richer model (model=mlp); else {more} or trainer.tune=validation")
+    return f"try {more}, trainer.tune=validation or {tolerance}"
+
+
+def _looser_tolerance(problem: Mapping[str, Any], violation: float) -> str:
+    """A tolerance this model's train values would meet, when ``g`` moves one for one with
+    it (``difference`` / ``bound`` tolerances), rounded up to 0.01."""
+    tol, kind = problem.get("tolerance"), problem.get("tolerance_kind")
+    if isinstance(tol, int | float) and kind in ("difference", "bound"):
+        return f"problem.tolerance={math.ceil((tol + violation) * 100 - 1e-9) / 100:g}"
+    return "a larger problem.tolerance"
+
+
+def run_verdict(results: Mapping[str, Any], senses: Mapping[str, str],
+                solution: str = VERDICT_SOLUTION) -> dict[str, Any]:
+    """The ``verdict`` section of ``results.json`` for ``solution``: ``{"solution",
+    "constraints": {name: constraint_verdict(...)}}`` from the solution's constraint values
+    and intervals on every split; ``senses`` maps each constraint to ``"<="`` or ``"=="``."""
+    per_split = results["solutions"][solution]
+    out: dict[str, Any] = {}
+    for name, sense in senses.items():
+        entries = {s: per_split[s]["constraints"][name] for s in SPLITS if s in per_split}
+        values = {s: e["value"] for s, e in entries.items()}
+        intervals = {s: e.get("interval") for s, e in entries.items()}
+        train = values.get("train")
+        advice = (what_to_try(results, _violation(sense, train))
+                  if train is not None and _violation(sense, train) > SLACK else "")
+        out[name] = constraint_verdict(sense, values, intervals, advice)
+    return {"solution": solution, "constraints": out}
+
+
+def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
+    """The verdict as lines for a terminal: a heading, then one line per constraint.
+
+    Example:
+        >>> v = {"solution": "stochastic", "resamples": 1000, "constraints": {
+        ...     "eo": constraint_verdict("<=", {"train": 0.0, "test": 0.01},
+        ...                              {"test": [-0.01, 0.03]}, "")}}
+        >>> print("\\n".join(verdict_lines(v)))
+        verdict for the stochastic model (test: 95 % bootstrap interval, 1000 resamples):
+          eo: met. train g = 0.0000; test g = 0.0100 [-0.0100, 0.0300]
+    """
+    n = verdict.get("resamples") or 0
+    how = f"95 % bootstrap interval, {n} resamples" if n else "no interval: trainer.bootstrap=0"
+    lines = [f"verdict for the {verdict['solution'].replace('_', ' ')} model (test: {how}):"]
+    for name, v in verdict["constraints"].items():
+        lines.append(f"  {name}: {v['verdict']}. {_evidence(v)}")
+    if not verdict["constraints"]:
+        lines.append("  (the problem has no constraint)")
+    return lines
+
+
+def _evidence(v: Mapping[str, Any]) -> str:
+    def g(x: float | None) -> str:
+        return "undefined" if x is None else f"{x:.4f}"
+
+    test = f"test g = {g(v['values']['test'])}"
+    if v["test"] is not None:
+        test += f" [{v['test'][0]:.4f}, {v['test'][1]:.4f}]"
+    return f"train g = {g(v['values']['train'])}; {test}"
