@@ -118,10 +118,10 @@ def sweep_overrides(task_overrides: Sequence[str], values: Mapping[str, list[flo
     launcher and the sweep directory.
 
     Example:
-        >>> sweep_overrides(["data=adult", "optimizer.lr=0.1", "trainer.tune=validation"],
-        ...                 {"optimizer.lr": [0.05, 0.1]}, Path("/r/sweep"))[:5]
-        ['data=adult', 'trainer.tune=null', 'run_dir=null', 'trainer.progress=false', \
-'optimizer.lr=0.05,0.1']
+        >>> out = sweep_overrides(["data=adult", "optimizer.lr=0.1", "trainer.tune=validation"],
+        ...                       {"optimizer.lr": [0.05, 0.1]}, Path("/r/sweep"))
+        >>> out[0], out[4], out[5]
+        ('data=adult', 'optimizer.lr=0.05,0.1', 'hydra/launcher=joblib')
     """
     replaced = {**_JOB_SETTINGS, **{k: ",".join(map(repr, v)) for k, v in values.items()}}
     kept = [o for o in task_overrides if _override_key(o) not in replaced]
