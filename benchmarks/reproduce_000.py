@@ -92,6 +92,7 @@ PINNED = (
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
     "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
     "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
+    "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
     "data.include_protected=null", "data.validation_fraction=null", "data.root=null")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)

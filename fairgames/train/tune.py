@@ -210,11 +210,14 @@ def tune(cfg: DictConfig, run_dir: str | Path, task_overrides: Sequence[str],
     Returns ``tune.json``'s content.
 
     Raises:
-        RuntimeError: when the sweep fails (its exit status) or leaves no results.
+        RuntimeError: when ``run_dir`` already holds a sweep, or the sweep fails (its exit
+            status) or leaves no results.
     """
     run_dir = Path(run_dir).resolve()
     values = grid(cfg)
     sweep_dir = run_dir / SWEEP_DIR
+    if sweep_dir.exists() and any(sweep_dir.iterdir()):
+        raise RuntimeError(f"{sweep_dir} already holds a sweep: tune into a new run directory")
     command = [sys.executable, str(script), "-m",
                *sweep_overrides(task_overrides, values, sweep_dir)]
     done = subprocess.run(command, check=False)
@@ -232,7 +235,7 @@ def tune(cfg: DictConfig, run_dir: str | Path, task_overrides: Sequence[str],
             shutil.copy2(f, run_dir / f.name)
     record = {"split": "validation", "rule": "feasible_first", "grid": values,
               "launcher": LAUNCHER, "chosen": table[pick]["job"],
-              "chosen_run_dir": str(chosen), "reason": reason, "candidates": table}
+              "chosen_run_dir": f"{SWEEP_DIR}/{chosen.name}", "reason": reason, "candidates": table}
     write_json(clean_numbers(record), run_dir / TUNE_FILE)   # an undefined value: null
     return record
 

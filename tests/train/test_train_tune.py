@@ -26,11 +26,13 @@ from fairgames.train.tune import (
     grid,
     step_sizes,
     sweep_overrides,
+    tune,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 # θ's step × λ's step, 2 × 2, around optimizer.lr=0.01 and algorithm.multiplier_lr=1.0.
 TUNED = ["data=synthetic", "data.n=1500", "trainer=smoke", "trainer.steps=30",
+         "trainer.tensorboard=false",
          "algorithm=proxy_lagrangian", "optimizer.lr=0.01", "algorithm.multiplier_lr=1.0",
          "trainer.tune_grid={lr:[1,5],multiplier_lr:[1,10]}"]
 
@@ -95,6 +97,7 @@ def test_the_chosen_job_is_the_best_candidate_on_validation(tuned):
         assert expected == min(feasible, key=lambda i: objectives[i])
     assert [r["chosen"] for r in rows] == [i == expected for i in range(len(rows))]
     assert table["chosen"] == rows[expected]["job"]
+    assert table["chosen_run_dir"] == f"sweep/{rows[expected]['run_dir']}"
     assert f"chose job {rows[expected]['job']}" in out.stdout
     # The chosen job's outputs are the tuned run's, byte for byte.
     job = run_dir / "sweep" / rows[expected]["run_dir"]
@@ -128,6 +131,12 @@ def test_a_tuned_run_refuses_a_validation_constraint_split(tmp_path):
     assert ("trainer.constraint_split='validation': trainer.tune=validation compares runs on "
             "the validation split") in out.stderr
     assert not (tmp_path / "run" / "sweep").exists()    # nothing was launched
+
+
+def test_a_tuned_run_never_mixes_two_sweeps(compose_cfg, tmp_path):
+    (tmp_path / "sweep" / "0").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="already holds a sweep"):
+        tune(compose_cfg("trainer.tune=validation"), tmp_path, [], script=ROOT / "missing.py")
 
 
 def test_tune_keys_are_checked(compose_cfg):
