@@ -95,6 +95,7 @@ PINNED = (
     # the paper's outputs: snapshots at the last step of each window, no recommendation of
     # the engine's own (the tables choose among the run's solutions themselves)
     "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
+    "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
     "data.include_protected=null", "data.validation_fraction=null", "data.root=null")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)

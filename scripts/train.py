@@ -7,17 +7,21 @@ Adult by sex, a linear model, the proxy-Lagrangian). Examples::
     python scripts/train.py problem=kld_error algorithm=algorithm2
     python scripts/train.py -m problem.tolerance=0.01,0.02,0.05 seed=0,1,2
     python scripts/train.py trainer.resume=runs/<date>/<time>_<problem>_<data>
+    python scripts/train.py problem=fmeasure_parity trainer.tune=validation
 
 Outputs go to the run directory (``runs/...``, or ``multirun/...`` for ``-m``): the resolved
 config (``.hydra/``), TensorBoard events, ``results.json``, ``report.md``, ``dynamics.png``,
 ``recommended.pt`` (the solution to deploy, the one the last line reports) /
-``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt``. Config errors
-(unknown keys, bad values, a problem string that does not parse) are reported in one message
-and exit with status 2.
+``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt``. With
+``trainer.tune=validation`` the run is a grid of step sizes on the joblib launcher
+(``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.tune``). Config
+errors (unknown keys, bad values, a problem string that does not parse) are reported in one
+message and exit with status 2.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -27,7 +31,8 @@ from omegaconf import DictConfig
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.problems import ProblemError
-from fairgames.train import ConfigError, run
+from fairgames.train import ConfigError, run, validate
+from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
@@ -35,7 +40,11 @@ CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 
 @hydra.main(config_path=CONFIGS, config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    run_dir = cfg.run_dir or HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    run_dir = cfg.run_dir or hydra_cfg.runtime.output_dir
+    one_thread_per_job(hydra_cfg.get("launcher"))
+    if cfg.trainer.tune is not None:
+        return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
         result = run(cfg, run_dir=run_dir)
     except (ConfigError, ProblemError) as e:
@@ -71,6 +80,27 @@ def summary_line(run_dir: Path | str | None, results: dict) -> str:
     return (f"{run_dir}: recommended ({results['training']['recommended']['solution']}) on "
             f"test: objective {objective}, {headline}, max violation {worst(test):.4f}; "
             f"on train: max violation {worst(rec['train']):.4f}")
+
+
+def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
+    """``trainer.tune=validation``: the sweep, the choice, and the chosen job's summary."""
+    try:
+        validate(cfg)
+        record = tune(cfg, run_dir, overrides, script=Path(__file__).resolve())
+    except (ConfigError, ProblemError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    chosen = next(c for c in record["candidates"] if c["chosen"])
+    settings = ", ".join(f"{k}={v}" for k, v in chosen["settings"].items())
+    print(f"{run_dir}: tuned on validation over {len(record['candidates'])} runs; chose job "
+          f"{record['chosen']} ({settings}): {record['reason']}")
+    results = json.loads((Path(run_dir) / "results.json").read_text())
+    print(summary_line(run_dir, results))
+    print("\n".join(verdict_lines(results["verdict"])))
+    return results["solutions"]["recommended"]["test"]["objective"]
 
 
 if __name__ == "__main__":

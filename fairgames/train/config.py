@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
@@ -56,6 +57,9 @@ STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
 SNAPSHOT_OFFSETS = ("random", "fixed")
 RECOMMEND = ("auto", "final", "best_iterate", "stochastic")
+TUNE_MODES = ("validation",)
+# trainer.tune_grid's keys: the step sizes a tuned run sweeps, and the config keys they scale.
+TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr"}
 
 
 class ConfigError(ValueError):
@@ -257,6 +261,10 @@ class TrainerConfig:
       (rows per evaluation chunk).
     * ``bootstrap``: resamples of the constraints' 95 % percentile bootstrap intervals in
       ``results.json`` and the verdict (stratified by group × label; 0: no intervals).
+    * ``tune``: ``null`` (one run) or ``validation``: a Hydra multirun on the joblib launcher
+      over ``tune_grid`` (``lr``: multiples of ``optimizer.lr``; ``multiplier_lr``: of
+      ``algorithm.multiplier_lr``), picking the job whose deployable solution is best on
+      validation (:mod:`fairgames.train.tune`).
 
     Example:
         >>> t = TrainerConfig(steps=200, batch_size=128, device="cpu")
@@ -287,6 +295,9 @@ class TrainerConfig:
     recommend: str = "auto"
     eval_chunk: int = 65536
     bootstrap: int = 1000
+    tune: str | None = None
+    tune_grid: dict[str, list[float]] = field(
+        default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
 
 
 @dataclass
@@ -534,6 +545,50 @@ def _check_trainer_data(c: DictConfig, check: Checks) -> None:
     check.choice("trainer.recommend", t.recommend, RECOMMEND)
     if not (isinstance(t.resume, bool) or isinstance(t.resume, str)):
         check.bad("trainer.resume", t.resume, "true, false or a checkpoint path")
+
+
+@register_validator("trainer")
+def _check_trainer_tune(c: DictConfig, check: Checks) -> None:
+    """A tuned run: its grid, and nothing that would let selection see test or validation
+    data it must not."""
+    t = c.trainer
+    if t.tune is None:
+        return
+    check.choice("trainer.tune", t.tune, TUNE_MODES)
+    for name, factors in t.tune_grid.items():
+        key = f"trainer.tune_grid.{name}"
+        if name not in TUNE_STEPS:
+            close = difflib.get_close_matches(name, TUNE_STEPS, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            check.bad(key, _plain(factors), f"unknown step size; {hint}the grid takes "
+                      f"{sorted(TUNE_STEPS)} (multiples of {', '.join(TUNE_STEPS.values())})")
+        elif not factors or any(isinstance(f, bool) or not isinstance(f, int | float) or
+                                not 0.0 < f < math.inf for f in factors):
+            check.bad(key, _plain(factors), "a non-empty list of positive multiples of the "
+                      f"run's {TUNE_STEPS[name]}, e.g. [0.3, 1, 3]")
+    players = _players_of(c.algorithm)
+    lam = t.tune_grid.get("multiplier_lr")
+    if players is not None and lam and list(lam) != [1.0] and not any(
+            k.name == "multiplier_lr" for k in players["multipliers"].config_keys):
+        check.bad("trainer.tune_grid.multiplier_lr", _plain(lam),
+                  f"the {player_label(players['multipliers'])} of algorithm={c.algorithm.name} "
+                  "has no step size: set trainer.tune_grid.multiplier_lr=[1] (tune θ's only)")
+    # Selection must stay honest: validation is what the tuner compares on.
+    if t.constraint_split == "validation":
+        check.bad("trainer.constraint_split", "validation", "trainer.tune=validation compares "
+                  "runs on the validation split, which this game's multipliers play on; use "
+                  "constraint_split=holdout (a held-out share of train) or train")
+    if t.selection_split == "test":
+        check.bad("trainer.selection_split", "test", "trainer.tune=validation never selects "
+                  "on test; use validation or train")
+    if t.resume is not False or t.stop_after is not None:
+        check.bad("trainer.tune", t.tune, "a tuned run is not resumable and runs to the end: "
+                  "leave trainer.resume=false and trainer.stop_after=null")
+
+
+def _plain(value: Any) -> Any:
+    """A config node as plain Python, for messages."""
+    return OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
 
 
 @register_validator("seed")

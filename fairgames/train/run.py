@@ -163,6 +163,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
     """
     validate(cfg)
     t = cfg.trainer
+    _one_job(t.tune)
     directory = run_dir if run_dir is not None else cfg.run_dir
     if isinstance(t.resume, str) and Path(t.resume).is_dir():
         directory = t.resume
@@ -263,8 +264,17 @@ def _fit_configs(protected: str, algorithm: str | Mapping[str, Any] | AlgorithmC
     structured.problem.name = "custom"
     structured.problem.objective = "error()"
     validate(structured)
+    _one_job(trainer.tune)
     return (AlgorithmConfig.from_mapping(OmegaConf.to_container(structured.algorithm)),
             trainer)
+
+
+def _one_job(tune: str | None) -> None:
+    # A tuned run is a sweep of Hydra jobs: only the Hydra app can launch them.
+    if tune is not None:
+        raise ConfigError(f"trainer.tune={tune!r} sweeps runs from the command line "
+                          "(python scripts/train.py ... trainer.tune=validation); run() and "
+                          "fit() train one job: leave trainer.tune=null")
 
 
 def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
