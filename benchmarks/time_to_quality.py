@@ -238,7 +238,7 @@ def run_fairgames(problem: str, seed: int, splits: Any, overrides: list[str]
     # deployable one misses, they show whether the game or the choice among its outputs did.
     return {"p": p.pop(name), "others": p, "wall_s": clock.wall, "cpu_s": clock.cpu,
             "solution": name, "tolerance": float(cfg.problem.tolerance),
-            "steps": int(cfg.trainer.steps)}
+            "steps": int(result.engine.step)}
 
 
 @torch.no_grad()
@@ -340,6 +340,9 @@ def fitters(problem: str, seed: int, splits: Any, quick: bool
             ) -> dict[str, Callable[[], dict[str, Any]]]:
     """Each method's fit on one (problem, seed), as a call."""
     cfg = compose([f"problem={problem}"])
+    if cfg.trainer.steps is None:       # cooper's step count is fairgames' (full batch)
+        raise SystemExit("the CLI's default trainer counts epochs, not steps: give cooper's "
+                         "step count in benchmarks/time_to_quality.py (fitters)")
     steps = 100 if quick else int(cfg.trainer.steps)
     short = [f"trainer.steps={steps}"] if quick else []
     data = as_numpy(splits, str(cfg.data.protected))
