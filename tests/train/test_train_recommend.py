@@ -199,7 +199,8 @@ def test_the_command_line_reports_the_recommended_solution(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=300, check=True)
     res = json.loads((tmp_path / "results.json").read_text())
     test = res["solutions"]["recommended"]["test"]
-    last = out.stdout.strip().splitlines()[-1]
+    # the summary line, then the verdict's lines
+    last = next(line for line in out.stdout.splitlines() if ": recommended (" in line)
     solution = res["training"]["recommended"]["solution"]
     assert f"recommended ({solution}) on test: objective {test['objective']:.4f}" in last
     assert f"error {test['error']:.4f}" in last

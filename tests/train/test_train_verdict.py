@@ -138,16 +138,16 @@ def test_every_solution_split_and_constraint_has_an_interval_and_the_verdict_fol
                 assert lo <= hi, (solution, split, name)
                 assert hi - lo < 0.5
     verdict = res["verdict"]
-    assert verdict["solution"] == "stochastic" and verdict["resamples"] == 2000
-    stochastic = res["solutions"]["stochastic"]
-    assert set(verdict["constraints"]) == set(stochastic["test"]["constraints"])
+    assert verdict["solution"] == "recommended" and verdict["resamples"] == 2000
+    judged = res["solutions"]["recommended"]
+    assert set(verdict["constraints"]) == set(judged["test"]["constraints"])
     for name, v in verdict["constraints"].items():
-        train = stochastic["train"]["constraints"][name]["value"]
-        lo, _ = stochastic["test"]["constraints"][name]["interval"]
+        train = judged["train"]["constraints"][name]["value"]
+        lo, _ = judged["test"]["constraints"][name]["interval"]
         expected = ("not_met" if train > SLACK else "met" if lo <= 0 else "not_significant")
         assert v["status"] == expected
         assert v["train"] == train
-        assert v["test"] == stochastic["test"]["constraints"][name]["interval"]
+        assert v["test"] == judged["test"]["constraints"][name]["interval"]
         assert _one_of_the_templates(v["verdict"])
     report = (boot_run.run_dir / "report.md").read_text()
     assert "## Verdict" in report
@@ -182,7 +182,7 @@ def test_the_cli_prints_one_verdict_line_per_constraint_and_exits_0(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads((tmp_path / "results.json").read_text())
     lines = out.stdout.strip().splitlines()
-    head = lines.index("verdict for the stochastic model (test: 95 % bootstrap interval, "
+    head = lines.index("verdict for the recommended model (test: 95 % bootstrap interval, "
                        "1000 resamples):")
     body = lines[head + 1:]
     assert len(body) == len(res["verdict"]["constraints"]) == 4
