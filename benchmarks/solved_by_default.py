@@ -102,7 +102,8 @@ def summarize(results: Mapping[str, Any], seconds: float) -> dict[str, Any]:
     training = results["training"]
     return {"recommended": rec,
             "reason": (results.get("recommended") or {}).get("reason"),
-            "verdict": {n: v.get("verdict") for n, v in (results.get("verdict") or {}).items()},
+            "verdict": {n: v["status"] for n, v in
+                        ((results.get("verdict") or {}).get("constraints") or {}).items()},
             "likely_infeasible": bool(training.get("likely_infeasible")),
             "surrogate": training.get("surrogate"), "preset": training.get("preset"),
             "steps": training.get("steps"), "seconds": seconds, "solutions": solutions}

@@ -299,16 +299,19 @@ def test_num_den_tight_slacks_with_kkt_multipliers_are_the_linearised_ratio():
     assert float(torch.linalg.det(hess)) == pytest.approx(-1.0 / float(s[1]) ** 4, rel=1e-9)
 
 
-def test_the_auto_surrogate_is_the_sigmoid_for_ratios_and_two_sided_psi_only():
+def test_the_auto_surrogate_is_the_sigmoid_only_when_both_sides_are_ratios_or_two_sided():
     a, b = group("group", "0"), group("group", "1")
     cases = {
         "hinge": [Problem(error_rate(), [true_positive_rate(a) >= true_positive_rate() - 0.05]),
-                  Problem(1.0 - gmean())],                          # monotone ψ: one-sided
-        "sigmoid": [Problem(1.0 - fmeasure()),                      # a ratio objective
-                    Problem(error_rate(), [precision(a) >= precision(b) - 0.05]),
-                    Problem(kld(a) + kld(b))],                      # ψ monotone in neither
+                  Problem(1.0 - gmean()),                           # monotone ψ: one-sided
+                  Problem(1.0 - fmeasure()),                        # no constraint
+                  Problem(error_rate(), [precision(a) >= precision(b) - 0.05]),  # error side
+                  Problem(kld(a) + kld(b), [error_rate() <= 0.3])],  # an error bound
+        "sigmoid": [Problem(1.0 - fmeasure(), [fmeasure(a) >= fmeasure(b) - 0.02]),
+                    Problem(kld(a) + kld(b), [precision(a) >= 0.5])],
     }
     for kind, problems in cases.items():
         assert [p.surrogate.kind for p in problems] == [kind] * len(problems)
     # A name, or a Surrogate, is taken as given.
-    assert Problem(1.0 - fmeasure(), surrogate="hinge").surrogate.kind == "hinge"
+    assert Problem(1.0 - fmeasure(), [fmeasure(a) >= 0.5],
+                   surrogate="hinge").surrogate.kind == "hinge"

@@ -64,8 +64,8 @@ def data():
 
 def problem(name: str) -> Problem:
     # The recordings were made with the hinge, the default surrogate then; the default is now
-    # "auto" (the sigmoid for ratios and KLD), so the hinge is named here: these cases test the
-    # game's mechanics, not the choice of surrogate.
+    # "auto" (the sigmoid for F-measure parity), so the hinge is named here: these cases test
+    # the game's mechanics, not the choice of surrogate.
     a, b = group("group", "0"), group("group", "1")
     hinge = {"surrogate": "hinge"}
     if name == "P1_gmean":
