@@ -8,13 +8,15 @@ percentile bootstrap interval of :mod:`fairgames.train.intervals`):
   (a subset with no row there, or a ratio whose denominator is 0);
 * ``not_met`` — "NOT met on train — likely infeasible or too few steps (<what to try>)":
   the train violation exceeds :data:`SLACK` (1e-6, float rounding);
-* ``met`` — the train violation is at most :data:`SLACK` and the test interval is
-  consistent with the constraint: its lower end is ≤ 0 (for an equality ``g = 0``: the
-  interval contains 0). Without an interval (``trainer.bootstrap=0``, or fewer than half of
-  the resamples define ``g``) the test value itself must be within :data:`SLACK`;
-* ``not_significant`` — "met on train, not significant on test": met on train, but the whole
-  test interval lies above 0 (for an equality: excludes 0), a test violation beyond sampling
-  noise.
+* ``met`` — the train violation is at most :data:`SLACK` and so is the test violation;
+* ``not_significant`` — "met on train, not significant on test": met on train; on test the
+  constraint is violated, but not significantly: the test interval is consistent with it
+  (its lower end ≤ 0; for an equality ``g = 0``: it contains 0), so the miss is within
+  sampling noise;
+* ``missed_on_test`` — "met on train, NOT met on test (significant)": met on train, but the
+  whole test interval lies above 0 (for an equality: excludes 0), a test violation beyond
+  sampling noise. Without an interval (``trainer.bootstrap=0``, or fewer than half of the
+  resamples define ``g``) any test violation above :data:`SLACK` reads as this one.
 
 What to try, for a constraint not met on train: the infeasibility monitor's flag
 (``training.likely_infeasible``) when it is raised, more steps, ``trainer.tune=validation``,
@@ -24,7 +26,7 @@ Example:
     >>> v = constraint_verdict("<=", {"train": -0.01, "validation": 0.0, "test": 0.004},
     ...                        {"train": None, "validation": None, "test": [-0.01, 0.02]}, "")
     >>> v["status"], v["verdict"]
-    ('met', 'met')
+    ('not_significant', 'met on train, not significant on test')
     >>> constraint_verdict("<=", {"train": 0.05, "test": 0.06}, {}, "try more steps")["verdict"]
     'NOT met on train — likely infeasible or too few steps (try more steps)'
 """
@@ -38,7 +40,7 @@ from typing import Any
 VERDICT_SOLUTION = "recommended"   # the solution whose verdict a run reports
 SLACK = 1e-6                      # train violations up to this are float rounding
 SPLITS = ("train", "validation", "test")
-STATUSES = ("met", "not_significant", "not_met", "undefined")
+STATUSES = ("met", "not_significant", "missed_on_test", "not_met", "undefined")
 
 
 def constraint_verdict(sense: str, values: Mapping[str, float | None],
@@ -57,10 +59,12 @@ def constraint_verdict(sense: str, values: Mapping[str, float | None],
         status = "not_met"
         text = "NOT met on train — likely infeasible or too few steps" + (
             f" ({advice})" if advice else "")
-    elif _consistent(sense, values["test"], intervals.get("test")):   # type: ignore[arg-type]
+    elif _violation(sense, values["test"]) <= SLACK:      # type: ignore[arg-type]
         status, text = "met", "met"
-    else:
+    elif _consistent(sense, intervals.get("test")):
         status, text = "not_significant", "met on train, not significant on test"
+    else:
+        status, text = "missed_on_test", "met on train, NOT met on test (significant)"
     return {"status": status, "verdict": text, "train": values.get("train"),
             "test": _listed(intervals.get("test")),
             "values": {s: values.get(s) for s in SPLITS},
@@ -71,10 +75,10 @@ def _violation(sense: str, g: float) -> float:
     return max(g, 0.0) if sense == "<=" else abs(g)
 
 
-def _consistent(sense: str, g: float, interval: Sequence[float] | None) -> bool:
-    """Whether the test split is consistent with the constraint (see the module doc)."""
+def _consistent(sense: str, interval: Sequence[float] | None) -> bool:
+    """Whether the test interval is consistent with the constraint (see the module doc)."""
     if interval is None:
-        return _violation(sense, g) <= SLACK
+        return False
     lo, hi = interval
     return lo <= 0.0 if sense == "<=" else lo <= 0.0 <= hi
 
@@ -138,12 +142,12 @@ def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
     """The verdict as lines for a terminal: a heading, then one line per constraint.
 
     Example:
-        >>> v = {"solution": "stochastic", "resamples": 1000, "constraints": {
-        ...     "eo": constraint_verdict("<=", {"train": 0.0, "test": 0.01},
-        ...                              {"test": [-0.01, 0.03]}, "")}}
+        >>> v = {"solution": "recommended", "resamples": 1000, "constraints": {
+        ...     "eo": constraint_verdict("<=", {"train": 0.0, "test": -0.01},
+        ...                              {"test": [-0.03, 0.01]}, "")}}
         >>> print("\\n".join(verdict_lines(v)))
-        verdict for the stochastic model (test: 95 % bootstrap interval, 1000 resamples):
-          eo: met. train g = 0.0000; test g = 0.0100 [-0.0100, 0.0300]
+        verdict for the recommended model (test: 95 % bootstrap interval, 1000 resamples):
+          eo: met. train g = 0.0000; test g = -0.0100 [-0.0300, 0.0100]
     """
     n = verdict.get("resamples") or 0
     how = f"95 % bootstrap interval, {n} resamples" if n else "no interval: trainer.bootstrap=0"

@@ -28,6 +28,7 @@ from fairgames.train.verdict import (
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = (r"met", r"met on train, not significant on test",
+             r"met on train, NOT met on test \(significant\)",
              r"NOT met on train — likely infeasible or too few steps \(.+\)",
              r"undefined on (train|test)( and test)?")
 
@@ -37,14 +38,16 @@ def _one_of_the_templates(text: str) -> bool:
 
 
 @pytest.mark.parametrize(("sense", "train", "test", "interval", "status"), [
-    ("<=", -0.02, 0.01, [-0.01, 0.03], "met"),            # test consistent with g <= 0
-    ("<=", SLACK, 0.01, [0.0, 0.03], "met"),              # float slack on train; lo = 0
+    ("<=", -0.02, -0.01, [-0.03, 0.01], "met"),           # met on train and test
+    ("<=", -0.02, 0.01, [-0.01, 0.03], "not_significant"),  # a test miss within noise
+    ("<=", SLACK, 0.01, [0.0, 0.03], "not_significant"),  # float slack on train; lo = 0
     ("<=", 2 * SLACK, -0.5, [-0.6, -0.4], "not_met"),     # train decides first
-    ("<=", 0.0, 0.04, [0.01, 0.07], "not_significant"),   # a test violation beyond noise
+    ("<=", 0.0, 0.04, [0.01, 0.07], "missed_on_test"),    # a test violation beyond noise
     ("<=", 0.0, 0.0, None, "met"),                        # no interval: the test value
-    ("<=", 0.0, 2 * SLACK, None, "not_significant"),
-    ("==", 1e-7, 0.01, [-0.01, 0.03], "met"),             # equality: 0 in the interval
-    ("==", 0.0, -0.04, [-0.07, -0.01], "not_significant"),
+    ("<=", 0.0, 2 * SLACK, None, "missed_on_test"),
+    ("==", 1e-7, 1e-7, [-0.01, 0.03], "met"),             # equality: |g| within the slack
+    ("==", 1e-7, 0.01, [-0.01, 0.03], "not_significant"),  # equality: 0 in the interval
+    ("==", 0.0, -0.04, [-0.07, -0.01], "missed_on_test"),
     ("==", -0.01, 0.0, [-0.01, 0.01], "not_met"),          # |g| on train
     ("<=", None, 0.01, [-0.01, 0.03], "undefined"),
     ("<=", -0.1, None, None, "undefined"),
@@ -143,8 +146,10 @@ def test_every_solution_split_and_constraint_has_an_interval_and_the_verdict_fol
     assert set(verdict["constraints"]) == set(judged["test"]["constraints"])
     for name, v in verdict["constraints"].items():
         train = judged["train"]["constraints"][name]["value"]
+        test = judged["test"]["constraints"][name]["value"]
         lo, _ = judged["test"]["constraints"][name]["interval"]
-        expected = ("not_met" if train > SLACK else "met" if lo <= 0 else "not_significant")
+        expected = ("not_met" if train > SLACK else "met" if test <= SLACK
+                    else "not_significant" if lo <= 0 else "missed_on_test")
         assert v["status"] == expected
         assert v["train"] == train
         assert v["test"] == judged["test"]["constraints"][name]["interval"]
@@ -168,7 +173,7 @@ def test_bootstrap_zero_gives_no_interval_and_the_test_value_decides(tmp_path):
         assert v["test"] is None
         train, test = v["values"]["train"], v["values"]["test"]
         expected = ("not_met" if train > SLACK else "met" if test <= SLACK
-                    else "not_significant")
+                    else "missed_on_test")
         assert v["status"] == expected
     assert "no interval: trainer.bootstrap=0" in verdict_lines(res["verdict"])[0]
 
