@@ -16,7 +16,13 @@ among the kept snapshots and the final model (the *candidates*), each evaluated 
    feasible one with the lowest objective; when none is feasible, Cotter et al.'s rank rule).
 
 The final model is a candidate because the snapshots need not include it (it is often the
-best deterministic model when the game has settled). ``trainer.recommend=final`` /
+best deterministic model when the game has settled). So is a helper model the run trained on
+train before the game, the unconstrained model behind ``unconstrained_<metric>`` values
+(paper 000's Table 3 bound ``error ≤ 1.1 × error(UncError)``): it meets a bound relative to
+itself by construction, so the LP can mix it in where the game's own iterates miss the bound
+(KLD under an error bound on Crime's 1,200 training rows). ``training.recommended.members``
+names each member (``step 120``, ``step 500 (final)``, ``unconstrained model``); a helper's
+``steps`` entry is ``null``. ``trainer.recommend=final`` /
 ``best_iterate`` / ``stochastic`` recommend that solution as the run chose it (the opt-out for
 published protocols, with ``trainer.snapshot_offset=fixed``). :data:`REASONS` are the reason
 strings ``results.json`` carries.
@@ -114,19 +120,32 @@ def choose(objectives: list[float], rows: list[list[float]],
     return Choice(one_hot, "iterate", REASONS["none_feasible"].format(v=least))
 
 
-def with_final(cands: Candidates) -> tuple[StochasticModel, dict[str, torch.Tensor]]:
-    """The snapshots and the final model as one mixture (the final model last, unless the
-    last snapshot is of its step), and their scores per split."""
+HELPER_STEP = -1   # the step a helper model stands at in the candidates' mixture
+
+
+def with_final(cands: Candidates) -> tuple[StochasticModel, dict[str, torch.Tensor], list[str]]:
+    """The snapshots, the final model (unless the last snapshot is of its step) and the
+    helper models as one mixture, their scores per split and a name per member."""
     mixture, steps = cands.mixture, list(cands.mixture.steps or [])
-    if steps and steps[-1] == cands.step:
-        return mixture, cands.scores
-    final = dict(model_state(cands.model))
-    members = {n: torch.cat([t, final[n].detach()[None].to(t)])
+    names = [f"step {s}" for s in steps]
+    extra = [] if steps and steps[-1] == cands.step else [("final", cands.model, cands.final)]
+    if extra:
+        steps.append(cands.step)
+        names.append(f"step {cands.step} (final)")
+    for name, module in cands.helpers.items():
+        extra.append((name, module, cands.helper_scores[name]))
+        steps.append(HELPER_STEP)
+        names.append(name)
+    if not extra:
+        return mixture, cands.scores, names
+    states = [dict(model_state(m)) for _, m, _ in extra]
+    members = {n: torch.cat([t, *(st[n].detach()[None].to(t) for st in states)])
                for n, t in mixture.members.items()}
-    model = StochasticModel(mixture.skeleton, members, steps=[*steps, cands.step],
+    model = StochasticModel(mixture.skeleton, members, steps=steps,
                             vectorize=mixture.vectorize)
-    scores = {n: torch.cat([s, cands.final[n][None].to(s)]) for n, s in cands.scores.items()}
-    return model, scores
+    scores = {n: torch.cat([s, *(e[2][n][None].to(s) for e in extra)])
+              for n, s in cands.scores.items()}
+    return model, scores, names
 
 
 def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig,
@@ -137,14 +156,16 @@ def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerC
     ``solved`` is :func:`~fairgames.train.solutions.evaluate_solutions`'s output."""
     if trainer.recommend != "auto":
         return alias(trainer.recommend, trainer.selection_split, *solved)
-    model, scores = with_final(cands)
+    model, scores, names = with_final(cands)
     ds, base = cands.splits[SPLIT], cands.base(SPLIT)
     objectives, rows = candidate_values(evaluator, ds, scores[SPLIT], base)
     c = choose(objectives, rows, exact_mixture(evaluator, ds, scores[SPLIT], base))
     steps = list(model.steps or [])
     kept = c.support
     record = {"solution": c.solution, "rule": "auto", "reason": c.reason, "split": SPLIT,
-              "steps": [steps[i] for i in kept], "weights": [float(c.weights[i]) for i in kept],
+              "steps": [steps[i] if steps[i] != HELPER_STEP else None for i in kept],
+              "members": [names[i] for i in kept],
+              "weights": [float(c.weights[i]) for i in kept],
               "moved_towards_best_iterate": c.moved}
     metrics: dict[str, Any] = {}
     q = c.weights[kept].to(model_device(cands.model), torch.float32)
@@ -156,8 +177,11 @@ def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerC
                                             baseline_scores=cands.base(name)))
     if len(kept) > 1:
         solution: torch.nn.Module = model.subset(c.weights)
-    elif steps[kept[0]] == cands.step and kept[0] == len(steps) - 1:
-        solution = cands.model
+    elif names[kept[0]].endswith("(final)") or (kept[0] == len(cands.mixture) - 1
+                                                 and steps[kept[0]] == cands.step):
+        solution = cands.model           # the final model (or the snapshot of its step)
+    elif steps[kept[0]] == HELPER_STEP:
+        solution = cands.helpers[names[kept[0]]]
     else:
         solution = model.member(kept[0])
     return metrics, record, solution

@@ -580,12 +580,19 @@ def _helpers(ctx: RunContext) -> Helpers:
 
 
 def _unconstrained_values(ctx: RunContext, metrics: list[str]) -> dict[str, float]:
-    """Paper 000's UncError metrics: trained now, or the resumed run's."""
-    if ctx.checkpoint is not None:
-        return dict(ctx.checkpoint["run"]["unconstrained"])
+    """Paper 000's UncError metrics: trained now, or the resumed run's. The model is kept in
+    ``ctx.extras["unconstrained_model"]``: it is a candidate of the recommendation."""
     inputs, train = ctx.inputs, ctx.splits.train
+    if ctx.checkpoint is not None:
+        state = ctx.checkpoint["run"].get("unconstrained_state")
+        if state is not None:
+            unc = inputs.model.factory().to(inputs.device)
+            unc.load_state_dict(state)
+            ctx.extras["unconstrained_model"] = unc
+        return dict(ctx.checkpoint["run"]["unconstrained"])
     unc = train_unconstrained(inputs.model.factory, inputs.model.optimizer, train,
                               inputs.protected, inputs.trainer, inputs.seed, ctx.steps)
+    ctx.extras["unconstrained_model"] = unc
     scores = predict_scores(unc, train.features, inputs.trainer.eval_chunk)
     return unconstrained_values(metrics, train, inputs.protected, scores)
 
@@ -664,9 +671,10 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
     model, copt = _players(ctx, built)
     logger = RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
                        purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
-    base = ctx.extras.get("baseline_model")
+    base, unc = ctx.extras.get("baseline_model"), ctx.extras.get("unconstrained_model")
     run_state = {"config": inputs.config, "unconstrained": helpers.values,
-                 "baseline_state": base.state_dict() if base is not None else None}
+                 "baseline_state": base.state_dict() if base is not None else None,
+                 "unconstrained_state": unc.state_dict() if unc is not None else None}
 
     def add_run_state(state: dict[str, Any]) -> None:
         state["run"] = dict(run_state)
@@ -726,7 +734,9 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
     config, device, model_config = inputs.config, inputs.device, inputs.model.config
     engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
     evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
-    candidates = score_candidates(engine, splits, baselines, trainer)
+    unc = ctx.extras.get("unconstrained_model")
+    candidates = score_candidates(engine, splits, baselines, trainer,
+                                  {"unconstrained model": unc} if unc is not None else None)
     results, choice, solutions = evaluate_solutions(candidates, evaluator, trainer)
     (results["recommended"], choice["recommended"],
      solutions["recommended"]) = recommend(candidates, evaluator, trainer,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -97,6 +97,9 @@ class Candidates:
     ``mixture`` holds the snapshots (uniform weights, their training ``steps``); ``scores``
     ``{split: [R, N]}`` are the snapshots' scores and ``final`` ``{split: [N]}`` the final
     model's; ``splits`` the data and ``baselines`` a churn baseline's scores (or ``None``).
+    ``helpers`` are other models of the same architecture the run trained on train before
+    the game (the unconstrained model of ``unconstrained_<metric>`` values), by name, and
+    ``helper_scores`` ``{name: {split: [N]}}`` their scores: the recommendation may use them.
     """
 
     model: torch.nn.Module
@@ -106,15 +109,17 @@ class Candidates:
     final: dict[str, torch.Tensor]
     splits: dict[str, TabularDataset]
     baselines: Mapping[str, torch.Tensor] | None
+    helpers: dict[str, torch.nn.Module] = field(default_factory=dict)
+    helper_scores: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
     def base(self, split: str) -> torch.Tensor | None:
         return self.baselines[split] if self.baselines else None
 
 
 def score_candidates(engine: Engine, splits: DatasetSplits,
-                     baselines: Mapping[str, torch.Tensor] | None, trainer: TrainerConfig
-                     ) -> Candidates:
-    """Every kept snapshot's and the final model's scores on every split."""
+                     baselines: Mapping[str, torch.Tensor] | None, trainer: TrainerConfig,
+                     helpers: Mapping[str, torch.nn.Module] | None = None) -> Candidates:
+    """Every kept snapshot's, the final model's and the ``helpers``' scores on every split."""
     model = engine.model
     recorder = engine.snapshots
     if len(recorder) == 0:      # fewer steps than snapshot_every: the final model is the one
@@ -129,8 +134,11 @@ def score_candidates(engine: Engine, splits: DatasetSplits,
 
     scores = {name: member_scores(ds) for name, ds in splits.items()}
     final = {name: predict_scores(model, ds.features, chunk) for name, ds in splits.items()}
+    helpers = dict(helpers or {})
+    helper_scores = {h: {name: predict_scores(m, ds.features, chunk)
+                         for name, ds in splits.items()} for h, m in helpers.items()}
     return Candidates(model, engine.step, mixture, scores, final, dict(splits.items()),
-                      baselines)
+                      baselines, helpers, helper_scores)
 
 
 def candidate_values(evaluator: SolutionEvaluator, ds: TabularDataset, scores: torch.Tensor,

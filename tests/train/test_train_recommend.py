@@ -204,3 +204,21 @@ def test_the_command_line_reports_the_recommended_solution(tmp_path):
     solution = res["training"]["recommended"]["solution"]
     assert f"recommended ({solution}) on test: objective {test['objective']:.4f}" in last
     assert f"error {test['error']:.4f}" in last
+
+
+def test_the_unconstrained_model_is_a_candidate_for_a_bound_relative_to_it():
+    """kld_error's bound error <= 1.1 x error(unconstrained) holds for the unconstrained model
+    by construction: after too few steps for the game to meet it, the LP mixes that model in
+    and the recommendation meets the bound on train (recomputed here from the helper value)."""
+    splits = make_synthetic(n=600, d=5, seed=1)
+    result = fit(torch.nn.Linear(5, 1), "kld_error", splits, protected="group",
+                 trainer={"steps": 100, "log_every": 50, "snapshot_every": 5})
+    res = result.results
+    record = res["training"]["recommended"]
+    bound = 1.1 * res["training"]["unconstrained"]["values"]["unconstrained_error"]
+    game = [res["solutions"][s]["train"]["error"] for s in ("final", "stochastic")]
+    assert min(game) > bound                              # the game alone misses the bound
+    assert "unconstrained model" in record["members"]
+    assert record["steps"][record["members"].index("unconstrained model")] is None
+    assert res["solutions"]["recommended"]["train"]["error"] <= bound + 1e-6
+    assert sum(record["weights"]) == pytest.approx(1.0)
