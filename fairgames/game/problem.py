@@ -246,41 +246,50 @@ def _interval(form: AffineForm) -> tuple[float, float]:
     return lo, hi
 
 
-def _needs_two_sided(expr: Expression) -> bool:
-    """Whether ``expr`` holds a ratio of rates or a ψ monotone in neither direction in a
-    model-dependent argument (then a one-sided bound makes a poor stand-in, see the module
-    docstring)."""
+def _two_sided_psi(expr: Expression) -> bool:
+    """Whether ``expr`` holds a ψ monotone in neither direction in a model-dependent argument
+    (KLD's ``p̂``)."""
     for _, node in expr.nodes:
-        if isinstance(node, RatioNode):
-            return True
-        assert isinstance(node, PsiNode)
-        for sign, arg in zip(node.psi.monotone, node.args, strict=True):
-            if (sign == 0 and arg.depends_on_model) or _needs_two_sided(arg):
-                return True
+        if isinstance(node, PsiNode):
+            for sign, arg in zip(node.psi.monotone, node.args, strict=True):
+                if (sign == 0 and arg.depends_on_model) or _two_sided_psi(arg):
+                    return True
     return False
 
 
-def default_surrogate(objective: Expression | None, constraints: Iterable[Constraint]) -> str:
-    """The surrogate ``"auto"`` stands for: ``"sigmoid"`` when the objective *and* a
-    constraint each hold a ratio of rates or a ψ monotone in neither direction (F-measure
-    parity: P3 on both sides of the game), else ``"hinge"``.
+def _has_ratio(expr: Expression) -> bool:
+    """Whether ``expr`` holds a ratio of rates (at any depth)."""
+    return any(isinstance(node, RatioNode) or any(_has_ratio(a) for a in node.args)
+               for _, node in expr.nodes)
 
-    Where either side is affine in the rates (an error objective, an error bound), the hinge's
-    convexity drives that side well and the recommended LP mixture settles the rest; measured
-    on the catalog (``docs/solved_by_default.md``), the sigmoid won only where both sides are
-    ratios or two-sided.
+
+def default_surrogate(objective: Expression | None, constraints: Iterable[Constraint]) -> str:
+    """The surrogate ``"auto"`` stands for: ``"sigmoid"`` when the problem needs its rates
+    tracked from both sides — a ψ monotone in neither direction (KLD: paper 000's Remark 3,
+    a one-sided bound leaves ψ's domain), or ratios of rates in the objective *and* in a
+    constraint (F-measure parity) — else ``"hinge"``.
+
+    Where a ratio sits on one side only and the other is affine in the rates (an error
+    objective, an error bound), the hinge's convexity drives the affine side well and the
+    recommended LP mixture settles the rest: measured on the catalog
+    (``docs/solved_by_default.md``), the sigmoid lost there.
 
     Example:
-        >>> from fairgames.rates import error_rate, fmeasure, group, true_positive_rate
+        >>> from fairgames.rates import error_rate, fmeasure, group, kld, true_positive_rate
         >>> default_surrogate(error_rate(), [true_positive_rate() >= 0.5])
         'hinge'
         >>> f = group("sex", "Female")
         >>> default_surrogate(1 - fmeasure(), [fmeasure(f) >= fmeasure() - 0.02])
         'sigmoid'
+        >>> default_surrogate(kld(f), [error_rate() <= 0.2])
+        'sigmoid'
     """
-    objective_side = objective is not None and _needs_two_sided(as_expression(objective))
-    constraint_side = any(_needs_two_sided(c.expression) for c in constraints)
-    return "sigmoid" if objective_side and constraint_side else "hinge"
+    exprs = [c.expression for c in constraints]
+    obj = [as_expression(objective)] if objective is not None else []
+    if any(_two_sided_psi(e) for e in obj + exprs):
+        return "sigmoid"
+    both = any(_has_ratio(e) for e in obj) and any(_has_ratio(e) for e in exprs)
+    return "sigmoid" if both else "hinge"
 
 
 class Problem:

@@ -149,7 +149,7 @@ class AlgorithmConfig:
 
     The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
-    indicator; ``auto``: the sigmoid where objective and constraints are ratios, else the hinge,
+    indicator; ``auto``: the sigmoid for KLD or ratios on both sides, else the hinge,
     :func:`fairgames.game.default_surrogate`) and ``ratio_floor``. Every other
     ``algorithm.<key>`` is declared by a player class (``config_keys``,
     :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
