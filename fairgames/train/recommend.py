@@ -69,8 +69,10 @@ REASONS = {
     "unconstrained": "no constraints: the candidate with the lowest objective on train",
     "lp_worse": "the best candidate feasible on train (its objective {f_best:.4g} beats the "
                 "LP mixture's {f_mix:.4g} in true rates)",
-    "none_feasible": "nothing is feasible on train (least worst violation among the "
-                     "candidates {v:.4g}): the rank rule's candidate (Cotter et al. 2019)",
+    "none_feasible": "nothing is feasible on train: no mixture of the {n} candidates meets "
+                     "the constraints (the LP's least largest violation over their hull is "
+                     "{hull:.4g}; the least among single candidates {v:.4g}); the rank rule's "
+                     "candidate (Cotter et al. 2019)",
     "alias": "trainer.recommend={name}: the {name} solution as the run chose it",
 }
 
@@ -103,8 +105,8 @@ def choose(objectives: list[float], rows: list[list[float]],
     best_feasible = max(rows[best]) <= 0.0
     with warnings.catch_warnings():     # an infeasible LP is a case below, not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
-        lp = shrink_lp(objectives, rows)
-    weights, moved = repair_lp_mixture(torch.as_tensor(lp, dtype=torch.float64), best,
+        lp = shrink_lp(objectives, rows, return_result=True)
+    weights, moved = repair_lp_mixture(torch.as_tensor(lp.weights, dtype=torch.float64), best,
                                        rows[best], exact)
     f_mix, g_mix = exact(weights)
     k = sum(w > 0 for w in weights.tolist())
@@ -117,7 +119,8 @@ def choose(objectives: list[float], rows: list[list[float]],
         return Choice(one_hot, "iterate", REASONS["lp_worse"].format(f_best=objectives[best],
                                                                      f_mix=f_mix))
     least = min(max(r) for r in rows)
-    return Choice(one_hot, "iterate", REASONS["none_feasible"].format(v=least))
+    return Choice(one_hot, "iterate", REASONS["none_feasible"].format(
+        n=len(rows), hull=lp.max_violation, v=least))
 
 
 HELPER_STEP = -1   # the step a helper model stands at in the candidates' mixture

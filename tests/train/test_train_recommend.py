@@ -93,7 +93,18 @@ def test_nothing_feasible_gives_the_rank_rules_candidate():
     g = [[0.5, 0.4], [0.3, 0.35], [0.2, 0.6], [0.9, 0.1]]    # every mixture violates row 0
     c = choose(f, g, _linear(f, np.array(g)))
     assert c.support == [best_iterate(f, g)] == [best_iterate(f, g, rule="rank")]
-    assert c.reason == REASONS["none_feasible"].format(v=0.35)
+    # The evidence: the least largest violation over the candidates' hull, by an LP of its own
+    # (min s s.t. Σ_r w_r g_rj ≤ s, w in the simplex).
+    from scipy.optimize import linprog
+
+    gm = np.array(g)
+    r, m = gm.shape
+    lp = linprog(np.r_[np.zeros(r), 1.0], A_ub=np.c_[gm.T, -np.ones(m)], b_ub=np.zeros(m),
+                 A_eq=np.r_[np.ones(r), 0.0][None], b_eq=[1.0],
+                 bounds=[(0, None)] * r + [(None, None)], method="highs")
+    hull = float(lp.x[-1])
+    assert 0.0 < hull < 0.35                      # mixing helps, but not enough
+    assert c.reason == REASONS["none_feasible"].format(n=4, hull=hull, v=0.35)
 
 
 def test_no_constraints_give_the_lowest_objective():
