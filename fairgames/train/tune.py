@@ -188,17 +188,27 @@ def _violations(metrics: Mapping[str, Any]) -> list[float]:
             for c in metrics["constraints"].values()]
 
 
+TRAIN_SLACK = 1e-6   # a train violation up to this is float rounding (as the verdict's)
+
+
 def choose(rows: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
-    """The index of the row :func:`fairgames.game.best_iterate` picks on validation (feasible
-    first, else the rank rule) and why."""
-    objectives = [r["validation_objective"] for r in rows]
-    pick = best_iterate(objectives, [r["validation_violations"] for r in rows])
-    feasible = sum(r["validation_violation"] <= 0.0 for r in rows)
+    """The index of the row chosen, and why: among the candidates whose deployable solution
+    meets the constraints on **train** (where they are asked; all of them when none does),
+    the one :func:`fairgames.game.best_iterate` picks on validation (feasible first, else the
+    rank rule). Validation alone is too noisy a filter: on F-measure parity (Adult, 8 140
+    validation rows) a job 0.031 above the bound on train read as met on validation."""
+    met = [i for i, r in enumerate(rows) if r["train_violation"] <= TRAIN_SLACK]
+    pool = met or list(range(len(rows)))
+    objectives = [rows[i]["validation_objective"] for i in pool]
+    pick = pool[best_iterate(objectives, [rows[i]["validation_violations"] for i in pool])]
+    where = (f"meets every constraint on train ({len(met)} of {len(rows)} candidates do) and"
+             if met else f"no candidate meets every constraint on train; of all {len(rows)}, it")
+    feasible = sum(rows[i]["validation_violation"] <= 0.0 for i in pool)
     if feasible:
-        return pick, (f"meets every constraint on validation, with the lowest validation "
-                      f"objective of the {feasible} of {len(rows)} candidates that do")
-    return pick, (f"no candidate meets every constraint on validation: the best larger rank "
-                  f"of validation objective and violation among {len(rows)} (rank rule)")
+        return pick, (f"{where} meets them on validation with the lowest validation objective "
+                      f"of the {feasible} that do")
+    return pick, (f"{where} has the best larger rank of validation objective and violation "
+                  f"(rank rule: none meets them on validation)")
 
 
 # --------------------------------------------------------------------------- the tuned run

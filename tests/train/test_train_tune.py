@@ -91,8 +91,12 @@ def test_the_chosen_job_is_the_best_candidate_on_validation(tuned):
         assert row["train_violation"] == pytest.approx(
             max(c["violation"] for c in solution["train"]["constraints"].values()), abs=0)
     assert len({tuple(v) for v in violations}) > 1, "the grid's jobs should differ"
-    expected = best_iterate(objectives, violations)
-    feasible = [i for i, v in enumerate(violations) if max(v) <= 0]
+    # among the jobs that meet the constraints on train (all when none does), best_iterate on
+    # validation
+    pool = [i for i, r in enumerate(rows) if r["train_violation"] <= 1e-6] or list(
+        range(len(rows)))
+    expected = pool[best_iterate([objectives[i] for i in pool], [violations[i] for i in pool])]
+    feasible = [i for i in pool if max(violations[i]) <= 0]
     if feasible:     # feasible first: the lowest objective among the feasible
         assert expected == min(feasible, key=lambda i: objectives[i])
     assert [r["chosen"] for r in rows] == [i == expected for i in range(len(rows))]
@@ -193,10 +197,25 @@ def test_sweep_overrides_replace_the_grid_and_the_job_settings():
 
 
 def test_choose_ranks_when_no_candidate_is_feasible():
-    rows = [{"validation_objective": o, "validation_violations": [v], "validation_violation": v}
-            for o, v in [(0.1, 0.5), (0.3, 0.01), (0.2, 0.2), (math.inf, 0.0)]]
+    rows = [{"validation_objective": o, "validation_violations": [v], "validation_violation": v,
+             "train_violation": 0.01} for o, v in [(0.1, 0.5), (0.3, 0.01), (0.2, 0.2),
+                                                   (math.inf, 0.0)]]
     pick, reason = choose(rows)
-    assert pick == 3 and "lowest validation objective of the 1 of 4" in reason
+    assert pick == 3 and "lowest validation objective of the 1 that do" in reason
+    assert "no candidate meets every constraint on train" in reason
     pick, reason = choose(rows[:3])
     assert pick == best_iterate([0.1, 0.3, 0.2], [[0.5], [0.01], [0.2]]) == 2
     assert "rank rule" in reason
+
+
+def test_choose_takes_only_candidates_that_meet_the_constraints_on_train():
+    """A job that misses on train is not chosen for reading as met on the noisier validation
+    split while another job meets the constraints on train."""
+    rows = [{"validation_objective": o, "validation_violations": [v], "validation_violation": v,
+             "train_violation": t} for o, v, t in [(0.30, 0.0, 0.03),    # met on validation only
+                                                    (0.35, 0.01, 0.0),    # met on train only
+                                                    (0.40, 0.0, 0.0)]]    # met on both
+    pick, reason = choose(rows)
+    assert pick == 2 and "meets every constraint on train (2 of 3" in reason
+    rows[2]["train_violation"] = 0.02
+    assert choose(rows)[0] == 1          # the only one met on train: the rank rule among it
