@@ -18,7 +18,7 @@ from scipy.optimize import linprog
 from fairgames.data import make_synthetic
 from fairgames.game.solutions import StochasticModel, best_iterate, load_solution
 from fairgames.train import fit, load_schema
-from fairgames.train.recommend import REASONS, choose
+from fairgames.train.recommend import HELPER_STEP, REASONS, choose
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,8 +95,6 @@ def test_nothing_feasible_gives_the_rank_rules_candidate():
     assert c.support == [best_iterate(f, g)] == [best_iterate(f, g, rule="rank")]
     # The evidence: the least largest violation over the candidates' hull, by an LP of its own
     # (min s s.t. Σ_r w_r g_rj ≤ s, w in the simplex).
-    from scipy.optimize import linprog
-
     gm = np.array(g)
     r, m = gm.shape
     lp = linprog(np.r_[np.zeros(r), 1.0], A_ub=np.c_[gm.T, -np.ones(m)], b_ub=np.zeros(m),
@@ -219,20 +217,24 @@ def test_the_command_line_reports_the_recommended_solution(tmp_path):
 
 def test_the_unconstrained_model_is_a_candidate_for_a_bound_relative_to_it():
     """kld_error's bound error <= 1.1 x error(unconstrained) holds for the unconstrained model
-    by construction: after too few steps for the game to meet it, the LP mixes that model in
-    and the recommendation meets the bound on train (recomputed here from the helper value)."""
+    by construction, so the recommendation may mix it in; here (seeded) the LP does, and the
+    mixture meets the bound on train (recomputed from the helper's value) with a KLD no worse
+    than the game's final model's where that meets it too."""
     torch.manual_seed(0)                       # the model's initial weights
     splits = make_synthetic(n=600, d=5, seed=1)
-    # the hinge: on this data its game misses the bound within 100 steps
     result = fit(torch.nn.Linear(5, 1), "kld_error", splits, protected="group",
                  algorithm={"name": "proxy_lagrangian", "surrogate": "hinge"},
                  trainer={"steps": 100, "log_every": 50, "snapshot_every": 5})
     res = result.results
     record = res["training"]["recommended"]
     bound = 1.1 * res["training"]["unconstrained"]["values"]["unconstrained_error"]
-    game = [res["solutions"][s]["train"]["error"] for s in ("final", "stochastic")]
-    assert min(game) > bound                              # the game alone misses the bound
     assert "unconstrained model" in record["members"]
     assert record["steps"][record["members"].index("unconstrained model")] is None
-    assert res["solutions"]["recommended"]["train"]["error"] <= bound + 1e-6
     assert sum(record["weights"]) == pytest.approx(1.0)
+    rec, final = res["solutions"]["recommended"]["train"], res["solutions"]["final"]["train"]
+    assert rec["error"] <= bound + 1e-6
+    if final["error"] <= bound:
+        assert rec["objective"] <= final["objective"] + 1e-9
+    # the model returned is that mixture, the unconstrained model among its members
+    assert isinstance(result.recommended, StochasticModel)
+    assert HELPER_STEP in result.recommended.steps
