@@ -208,11 +208,14 @@ def verdict_section(verdict: Mapping[str, Any]) -> list[str]:
     ``g`` with its 95 % bootstrap interval on validation and test."""
     n = verdict.get("resamples") or 0
     out = ["## Verdict", "",
-           f"Solution: {verdict['solution']}. A constraint is **met** when its train violation "
-           "is at most 1e-6 and its test interval reaches 0 or below (the test data are "
-           "consistent with it); intervals are 95 % percentile bootstrap intervals "
+           f"Solution: {verdict['solution']}. A constraint is **met** when its train and test "
+           "violations are at most 1e-6; met on train and violated on test, it is *not "
+           "significant* when the test interval reaches 0 or below (a miss within sampling "
+           "noise) and *NOT met on test* otherwise; intervals are 95 % percentile bootstrap "
+           "intervals "
            + (f"({n} resamples, stratified by group × label)." if n
-              else "(none: trainer.bootstrap=0; the test value itself decides)."), ""]
+              else "(none: trainer.bootstrap=0; any test violation is NOT met on test)."),
+           ""]
     rows = [[name, v["verdict"], _fmt(v["values"]["train"]),
              _with_interval({"value": v["values"]["validation"],
                              "interval": v["intervals"]["validation"]}),
