@@ -22,6 +22,7 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, load, make_synthetic
 from fairgames.data.splits import random_split
+from fairgames.game.solutions import StochasticModel
 from fairgames.rates import Batch
 
 from .config import ConfigError
@@ -154,16 +155,19 @@ def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tens
 @torch.no_grad()
 def predict_scores(model: torch.nn.Module, features: torch.Tensor, chunk: int) -> torch.Tensor:
     """The model's scores ``[N]`` on ``features`` in eval mode, chunk by chunk (restores the
-    model's training flag).
+    model's training flag); a :class:`~fairgames.game.solutions.StochasticModel` gives every
+    member's scores ``[R, N]``.
 
     Example:
         >>> predict_scores(torch.nn.Linear(3, 1), torch.zeros(100, 3), chunk=32).shape
         torch.Size([100])
     """
+    mixture = isinstance(model, StochasticModel)
     was = model.training
     model.eval()
     try:
-        out = [model(features[i:i + chunk]).reshape(-1) for i in range(0, len(features), chunk)]
+        out = [model(features[i:i + chunk]) if mixture else
+               model(features[i:i + chunk]).reshape(-1) for i in range(0, len(features), chunk)]
     finally:
         model.train(was)
-    return torch.cat(out).float()
+    return torch.cat(out, dim=-1).float()

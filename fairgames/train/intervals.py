@@ -67,16 +67,9 @@ def _batches(ds: TabularDataset, model: torch.nn.Module, baseline: torch.Tensor 
              chunk: int) -> list:
     """The split's batches under ``model``: its scores, or a mixture's member scores and
     weights (each row then carries its expected prediction)."""
-    weights = None
-    if isinstance(model, StochasticModel):
-        was = model.training
-        model.eval()
-        scores = torch.cat([model.scores(ds.features[i:i + chunk]).float()
-                            for i in range(0, len(ds), chunk)], dim=1)
-        model.train(was)
-        weights = model.weights.to(torch.float32)
-    else:
-        scores = predict_scores(model, ds.features, chunk)
+    weights = (model.weights.to(torch.float32) if isinstance(model, StochasticModel)
+               else None)
+    scores = predict_scores(model, ds.features, chunk)
     return [make_batch(ds, scores[..., idx], idx, baseline_scores=baseline,
                        mixture_weights=weights)
             for idx in chunks(len(ds), chunk, ds.device)]

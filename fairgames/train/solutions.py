@@ -126,13 +126,7 @@ def score_candidates(engine: Engine, splits: DatasetSplits,
         recorder.offer()
     mixture = recorder.to_stochastic_model(template=model)
     chunk = trainer.eval_chunk
-
-    @torch.no_grad()
-    def member_scores(ds: TabularDataset) -> torch.Tensor:
-        return torch.cat([mixture.scores(ds.features[i:i + chunk]).float()
-                          for i in range(0, len(ds), chunk)], dim=1)
-
-    scores = {name: member_scores(ds) for name, ds in splits.items()}
+    scores = {name: predict_scores(mixture, ds.features, chunk) for name, ds in splits.items()}
     final = {name: predict_scores(model, ds.features, chunk) for name, ds in splits.items()}
     helpers = dict(helpers or {})
     helper_scores = {h: {name: predict_scores(m, ds.features, chunk)
