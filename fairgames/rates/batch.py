@@ -17,7 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -208,6 +209,24 @@ class Batch:
 # value names every step converts it once (the tuple also detects a list changed in place).
 _NAMES: dict[int, tuple[object, tuple[str, ...]]] = {}
 _NAMES_LIMIT = 256
+
+
+def split_batches(split: Batch | Iterable[Batch], owner: str) -> tuple[Batch, Iterator[Batch]]:
+    """A whole split given as one batch or as its chunks: ``(first batch, every batch)``
+    (the first one tells the device and the layout). ``owner`` names the caller in the
+    error for an empty split.
+
+    Example:
+        >>> b = Batch(scores=torch.zeros(3), labels=torch.zeros(3))
+        >>> first, every = split_batches([b, b], "ExactEvaluator")
+        >>> first is b, len(list(every))
+        (True, 2)
+    """
+    batches = iter([split] if isinstance(split, Batch) else split)
+    first = next(batches, None)
+    if first is None:
+        raise RatesError(f"{owner} got no batch (an empty split?)")
+    return first, itertools.chain([first], batches)
 
 
 def _names(values: Sequence[object]) -> list[str]:

@@ -44,14 +44,13 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .batch import Batch
+from .batch import Batch, split_batches
 from .errors import RatesError
 from .evaluator import RateEvaluator
 from .expressions import Constraint, Expression, mapping_lookup
@@ -226,13 +225,9 @@ class Bootstrap:
         return cols
 
     def _columns(self, split: Batch | Iterable[Batch]) -> _Columns:
-        batches = iter([split] if isinstance(split, Batch) else split)
-        first = next(batches, None)
-        if first is None:
-            raise RatesError("Bootstrap got no batch (an empty split?)")
+        first, batches = split_batches(split, "Bootstrap")
         self.rates.to(first.device)
-        parts = [self.rates.example_columns(b, bounds=False)
-                 for b in itertools.chain([first], batches)]
+        parts = [self.rates.example_columns(b, bounds=False) for b in batches]
         return _Columns(torch.cat([v for v, _ in parts]), torch.cat([c for _, c in parts]),
                         first)
 

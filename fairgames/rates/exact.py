@@ -27,13 +27,12 @@ Example:
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import torch
 
-from .batch import Batch
+from .batch import Batch, split_batches
 from .errors import RatesError
 from .evaluator import LeafValues, RateEvaluator, empty_subset_error
 from .events import ONE
@@ -145,12 +144,9 @@ class ExactEvaluator:
 
     def leaf_values(self, split: Batch | Iterable[Batch]) -> LeafValues:
         """Every leaf's exact value on ``split`` (one batch, or its chunks)."""
-        batches = iter([split] if isinstance(split, Batch) else split)
-        first = next(batches, None)
-        if first is None:
-            raise RatesError("ExactEvaluator got no batch (an empty split?)")
+        first, batches = split_batches(split, "ExactEvaluator")
         self.rates.to(first.device)
-        values = self.rates.evaluate_split(itertools.chain([first], batches), empty="nan")
+        values = self.rates.evaluate_split(batches, empty="nan")
         self._check_required(values)
         return values
 
