@@ -47,14 +47,6 @@ TRAIN_TOLERANCE = 0.005     # the acceptance's bound on the recommended solution
 # with its violation (equal opportunity on Adult: 1.9e-5 better at a violation of 1.5e-4).
 OBJECTIVE_SLACK = 1e-4
 SPLITS = ("train", "test")
-# Cells the defaults do not solve yet, with the figures (seed 0) and what was tried; the slow
-# test expects them to fail (strict), so a fix shows up as an unexpected pass.
-KNOWN_MISSES = {
-    ("fmeasure_parity", "crime"): "met on train, but the train objective 0.208 is worse than "
-    "the old hinge run's final model's 0.195 (on test they tie: 0.2379 vs 0.2374); the "
-    "sigmoid game is slower on these 1,200 rows: 1000 steps give 0.175, optimizer.lr=0.03 "
-    "0.184, algorithm.surrogate=hinge 0.194; multiplier_lr 0.3 or 3: no change",
-}
 
 
 def matrix_cells(problems: Sequence[str] | None = None) -> list[tuple[str, str]]:
@@ -77,8 +69,8 @@ def compose(overrides: Sequence[str]) -> Any:
         return hydra_compose("train", overrides=list(overrides))
 
 
-def _largest(metrics: Mapping[str, Any], key: str = "violation") -> float | None:
-    values = [c.get(key) for c in metrics["constraints"].values()]
+def _largest(metrics: Mapping[str, Any]) -> float | None:
+    values = [c["violation"] for c in metrics["constraints"].values()]
     if any(v is None for v in values):
         return None                  # undefined on this split (an empty subset)
     return max(values, default=0.0)
@@ -93,10 +85,8 @@ def _interval(metrics: Mapping[str, Any]) -> list[float] | None:
 
 
 def recommended_name(results: Mapping[str, Any]) -> str:
-    """Which solution the run recommends (``stochastic`` for runs that name none)."""
-    rec = results.get("recommended")
-    if isinstance(rec, Mapping) and rec.get("solution") in results["solutions"]:
-        return "recommended" if "recommended" in results["solutions"] else rec["solution"]
+    """Which solution the run recommends (``stochastic``, the printed one, for runs of the
+    code before ``recommended`` existed)."""
     return "recommended" if "recommended" in results["solutions"] else "stochastic"
 
 
