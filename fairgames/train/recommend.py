@@ -105,12 +105,18 @@ def choose(objectives: list[float], rows: list[list[float]],
     best_feasible = max(rows[best]) <= 0.0
     with warnings.catch_warnings():     # an infeasible LP is a case below, not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
-        lp = shrink_lp(objectives, rows, return_result=True)
+        # A margin inside the bound: the mixture is evaluated with float32 weights, and one the
+        # LP puts on a boundary would read a few ulps above it (then the repair below moves
+        # it, as it does where the LP is inexact for a ratio). Without room for the margin,
+        # the LP at the bound itself.
+        lp = shrink_lp(objectives, rows, tolerance=-REPAIR_TOLERANCE, return_result=True)
+        if not lp.feasible:
+            lp = shrink_lp(objectives, rows, return_result=True)
     weights, moved = repair_lp_mixture(torch.as_tensor(lp.weights, dtype=torch.float64), best,
-                                       rows[best], exact)
+                                       rows[best], exact, tolerance=0.0)
     f_mix, g_mix = exact(weights)
     k = sum(w > 0 for w in weights.tolist())
-    if max(g_mix) <= REPAIR_TOLERANCE and (not best_feasible or f_mix <= objectives[best]):
+    if max(g_mix) <= 0.0 and (not best_feasible or f_mix <= objectives[best]):
         if k == 1:
             return Choice(weights, "iterate", REASONS["single"], moved)
         key = "mixture" if moved is None else "repaired"

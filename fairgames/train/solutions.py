@@ -47,13 +47,13 @@ REPAIR_TOLERANCE = 1e-6
 
 
 def repair_lp_mixture(weights: torch.Tensor, best: int, best_rows: list[float],
-                      exact: Callable[[torch.Tensor], tuple[float, list[float]]]
-                      ) -> tuple[torch.Tensor, float | None]:
+                      exact: Callable[[torch.Tensor], tuple[float, list[float]]],
+                      tolerance: float = REPAIR_TOLERANCE) -> tuple[torch.Tensor, float | None]:
     """The LP mixture, or the best feasible point on its segment to the best iterate.
 
     ``exact(w)`` gives the objective and ``g ≤ 0`` rows of the mixture ``w`` with true rates
-    on the selection split. When the LP mixture is feasible there (up to
-    ``REPAIR_TOLERANCE``), or the best iterate is not,
+    on the selection split. When the LP mixture is feasible there (up to ``tolerance``), or
+    the best iterate is not,
     ``weights`` is returned unchanged; otherwise the mixtures ``(1 − t)·w + t·e_best`` for
     ``t = 1/20, …, 1`` are evaluated exactly and the best by the feasible-first rule is
     returned (``t = 1``, the best iterate itself, is feasible, so the result is too), with
@@ -68,7 +68,7 @@ def repair_lp_mixture(weights: torch.Tensor, best: int, best_rows: list[float],
         ([0.5, 0.5], 0.5)
     """
     _, rows = exact(weights)
-    if (max(rows, default=-math.inf) <= REPAIR_TOLERANCE
+    if (max(rows, default=-math.inf) <= tolerance
             or max(best_rows, default=-math.inf) > 0.0):
         return weights, None
     point = torch.zeros_like(weights)
@@ -76,8 +76,7 @@ def repair_lp_mixture(weights: torch.Tensor, best: int, best_rows: list[float],
     ts = [k / REPAIR_STEPS for k in range(1, REPAIR_STEPS + 1)]
     mixtures = [(1.0 - t) * weights + t * point for t in ts]
     values = [exact(w) for w in mixtures]
-    pick = best_iterate([v[0] for v in values], [v[1] for v in values],
-                        tolerance=REPAIR_TOLERANCE)
+    pick = best_iterate([v[0] for v in values], [v[1] for v in values], tolerance=tolerance)
     return mixtures[pick], ts[pick]
 
 

@@ -19,6 +19,7 @@ from fairgames.data import make_synthetic
 from fairgames.game.solutions import StochasticModel, best_iterate, load_solution
 from fairgames.train import fit, load_schema
 from fairgames.train.recommend import HELPER_STEP, REASONS, choose
+from fairgames.train.solutions import REPAIR_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,13 +38,15 @@ def test_rates_give_the_lp_optimum_over_mixtures(seed):
     g = np.column_stack([0.3 - 2 * f + rng.normal(0, 0.05, 12),    # lower error, more unfair
                          rng.uniform(-0.2, 0.1, 12)])
     c = choose(list(f), g.tolist(), _linear(f, g))
-    # scipy's LP over the simplex, solved here independently
-    ref = linprog(f, A_ub=g.T, b_ub=np.zeros(2), A_eq=np.ones((1, 12)), b_eq=[1.0],
+    # scipy's LP over the simplex, solved here independently, with the rule's margin inside
+    # the bound (float32 evaluation must not read a boundary mixture as a violation)
+    margin = REPAIR_TOLERANCE
+    ref = linprog(f, A_ub=g.T, b_ub=np.full(2, -margin), A_eq=np.ones((1, 12)), b_eq=[1.0],
                   bounds=[(0, None)] * 12, method="highs")
     assert ref.status == 0
     w = c.weights.numpy()
     assert w @ f == pytest.approx(ref.fun, abs=1e-9)
-    assert (g.T @ w).max() <= 1e-9 and abs(w.sum() - 1) < 1e-12 and w.min() >= 0
+    assert (g.T @ w).max() <= -margin + 1e-9 and abs(w.sum() - 1) < 1e-12 and w.min() >= 0
     assert len(c.support) <= 3                                     # m + 1
     # never worse than the best feasible single candidate
     feasible = g.max(axis=1) <= 0
@@ -77,13 +80,16 @@ def test_a_ratio_constraint_the_lp_misses_is_repaired_towards_the_best_candidate
 
     c = choose(f, g, exact)
     f_mix, rows = exact(c.weights)
-    assert max(rows) <= 1e-6 and c.solution == "lp_mixture"
+    assert max(rows) <= 0.0 and c.solution == "lp_mixture"
     assert c.moved is not None and 0 < c.moved < 1
-    # the best feasible point of the repair's 1/20 grid on the segment, found by brute force
-    grid = [(1 - t) * torch.tensor([0.5, 0.5], dtype=torch.float64)
+    # the best feasible point of the repair's 1/20 grid on the segment, found by brute force;
+    # the segment starts at the LP's mixture, on the linear estimate's bound less the margin:
+    # 0.1·w0 − 0.1·(1 − w0) = −margin
+    w0 = (0.1 - REPAIR_TOLERANCE) / 0.2
+    grid = [(1 - t) * torch.tensor([w0, 1 - w0], dtype=torch.float64)
             + t * torch.tensor([0.0, 1.0], dtype=torch.float64)
             for t in np.arange(1, 21) / 20]
-    best = min(exact(w)[0] for w in grid if max(exact(w)[1]) <= 1e-6)
+    best = min(exact(w)[0] for w in grid if max(exact(w)[1]) <= 0.0)
     assert f_mix == pytest.approx(best)
     assert c.reason.startswith("the LP mixture of 2 candidates, moved")
 
