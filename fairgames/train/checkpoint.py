@@ -120,6 +120,30 @@ def write_checkpoint(state: dict[str, Any], run_dir: str | os.PathLike[str]) -> 
     return path
 
 
+def ensure_writable(run_dir: str | os.PathLike[str]) -> None:
+    """Create ``run_dir`` and write (then remove) a probe file there, so that a directory
+    that cannot take checkpoints is named before any training rather than at the first save.
+
+    Raises:
+        CheckpointError: naming the directory, why, and the remedy.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp()) / "run"
+        >>> ensure_writable(d)
+        >>> d.is_dir(), list(d.iterdir())
+        (True, [])
+    """
+    directory = Path(run_dir)
+    probe = directory / ".write-probe"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise _write_error(directory / CHECKPOINT_NAME, e) from e
+
+
 def _tmp(path: Path) -> Path:
     return path.with_name(path.name + _TMP_SUFFIX)
 
@@ -137,6 +161,13 @@ def _write_tmp(state: dict[str, Any], path: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)     # a full disk gets its space back
         raise _write_error(path, e) from e
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:      # e.g. a directory that cannot be searched
+        return False
 
 
 def _sync_dir(directory: Path) -> None:
@@ -161,9 +192,12 @@ def _write_error(path: Path, err: OSError) -> CheckpointError:
     elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         remedy = (f"make {directory} writable (e.g. chmod u+w), or copy the run directory to a "
                   "writable place and resume there with trainer.resume=<copy>")
+    elif err.errno in (errno.ENOTDIR, errno.EEXIST):
+        remedy = f"a file stands where a directory of {directory} should be: move it or " \
+                 "choose another run_dir"
     else:
         remedy = f"check the disk that holds {directory}"
-    kept = [p.name for p in (path, path.with_name(PREVIOUS_NAME)) if p.is_file()]
+    kept = [p.name for p in (path, path.with_name(PREVIOUS_NAME)) if _is_file(p)]
     after = (f"the earlier checkpoint ({', '.join(kept)}) is intact: after the fix, resume with "
              f"trainer.resume={directory}" if kept else
              "no earlier checkpoint exists there: after the fix, start the run again (or give "

@@ -49,7 +49,7 @@ from fairgames.models import build_model
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import error_rate
 
-from .checkpoint import CheckpointError, find_checkpoint, read_latest
+from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
     AlgorithmConfig,
     ConfigError,
@@ -596,7 +596,7 @@ def _load(inputs: RunInputs) -> RunContext:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
     steps = _total_steps(inputs.trainer, len(train))
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        ensure_writable(run_dir)
     found = (inputs.checkpoint if inputs.checkpoint is not None
              else _read_checkpoint(inputs.trainer.resume, run_dir))
     ckpt_path, ckpt = found if found is not None else (None, None)

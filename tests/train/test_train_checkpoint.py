@@ -194,6 +194,19 @@ def test_a_refused_write_is_clear_and_keeps_the_earlier_checkpoints(tmp_path, mo
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_a_run_directory_that_cannot_be_written_is_named_before_training(compose_cfg,
+                                                                         tmp_path):
+    from fairgames.train import run
+
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file where the run directory's parent should be")
+    with pytest.raises(CheckpointError) as info:
+        run(compose_cfg(*FAST, "trainer.steps=4"), run_dir=blocker / "run")
+    message = str(info.value)
+    assert f"cannot write the checkpoint {blocker / 'run' / 'checkpoint.pt'}" in message
+    assert "a file stands where a directory" in message and "another run_dir" in message
+
+
 # --------------------------------------------------------------------------- SIGKILL
 KILLED = textwrap.dedent("""
     import io, os, sys, time
