@@ -6,13 +6,15 @@ Adult by sex, a linear model, the proxy-Lagrangian). Examples::
     python scripts/train.py problem=fmeasure_parity data=compas trainer.steps=2000
     python scripts/train.py problem=kld_error algorithm=algorithm2
     python scripts/train.py -m problem.tolerance=0.01,0.02,0.05 seed=0,1,2
-    python scripts/train.py trainer.resume=runs/<date>/<time>_<problem>_<data>
+    python scripts/train.py trainer.resume=runs/<date>/<time>_<problem>_<data>   # its config
     python scripts/train.py problem=fmeasure_parity trainer.tune=validation
 
 Outputs go to the run directory (``runs/...``, or ``multirun/...`` for ``-m``): the resolved
 config (``.hydra/``), TensorBoard events, ``results.json``, ``report.md``, ``dynamics.png``,
 ``recommended.pt`` (the solution to deploy, the one the last line reports) /
-``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt``. With
+``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt`` (and the one
+before it, ``checkpoint.prev.pt``). SIGINT (Ctrl-C) or SIGTERM stops training at the next
+step with a checkpoint there, prints how to resume and exits with 130 or 143. With
 ``trainer.tune=validation`` the run is a grid of step sizes on the joblib launcher
 (``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.tune``). Config
 errors (unknown keys, bad values, a problem string that does not parse) are reported in one
@@ -31,7 +33,8 @@ from omegaconf import DictConfig
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.problems import ProblemError
-from fairgames.train import ConfigError, run, validate
+from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
+from fairgames.train.resume import hydra_resume_args
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 
@@ -46,17 +49,35 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.trainer.tune is not None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
-        result = run(cfg, run_dir=run_dir)
+        result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
     except (ConfigError, ProblemError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except RunInterrupted as e:
+        print(f"interrupted: {e}", file=sys.stderr)
+        if e.checkpoint is not None:
+            print(f"resume with: {resume_command(e.run_dir)}", file=sys.stderr)
+        sys.exit(e.exit_status)
     if result.results is None:
-        print(f"stopped at step {result.engine.step}; resume with "
-              f"trainer.resume={result.run_dir}")
+        print(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
+              f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
         return None
     print(summary_line(result.run_dir, result.results))
     print("\n".join(verdict_lines(result.results["verdict"])))
     return result.results["solutions"]["recommended"]["test"]["objective"]
+
+
+def resume_command(run_dir: Path | str | None) -> str:
+    """The command that continues the run in ``run_dir`` (its config is the checkpoint's).
+
+    Example:
+        >>> resume_command("runs/x")
+        'python scripts/train.py trainer.resume=runs/x'
+    """
+    return f"python scripts/train.py trainer.resume={run_dir}"
 
 
 def summary_line(run_dir: Path | str | None, results: dict) -> str:
@@ -104,4 +125,5 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
     main()

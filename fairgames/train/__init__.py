@@ -11,7 +11,15 @@ Example:
     20
 """
 
-from .checkpoint import find_checkpoint, load_checkpoint, save_atomic
+from .checkpoint import (
+    CheckpointError,
+    CheckpointWarning,
+    find_checkpoint,
+    load_checkpoint,
+    read_latest,
+    save_atomic,
+    write_checkpoint,
+)
 from .config import (
     AlgorithmConfig,
     ConfigError,
@@ -28,6 +36,7 @@ from .engine import (
     Engine,
     GameData,
     LogSettings,
+    RunInterrupted,
     SnapshotSettings,
 )
 from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
@@ -38,6 +47,8 @@ from .run import RunResult, fit, run
 __all__ = [
     "AlgorithmConfig",
     "BatchSettings",
+    "CheckpointError",
+    "CheckpointWarning",
     "CheckpointSettings",
     "ConfigError",
     "Engine",
@@ -47,6 +58,7 @@ __all__ = [
     "OptimizerConfig",
     "ProblemConfig",
     "RunLogger",
+    "RunInterrupted",
     "RunResult",
     "SnapshotSettings",
     "SolutionEvaluator",
@@ -59,8 +71,10 @@ __all__ = [
     "group_table",
     "load_checkpoint",
     "load_schema",
+    "read_latest",
     "run",
     "save_atomic",
     "validate",
     "validate_results",
+    "write_checkpoint",
 ]

@@ -245,9 +245,9 @@ class TrainerConfig:
       that solution as chosen above (``stochastic``, with ``snapshot_offset=fixed``, is the
       output of published protocols).
     * ``checkpoint_every`` (0: only at the end) and ``resume`` (``true``: the run directory's
-      checkpoint, or a path) let a killed run continue; ``stop_after`` ends the run after that
-      many steps without saving or evaluating anything more, as a kill would (a resumed run
-      restarts from the last checkpoint).
+      checkpoint, or a run directory or checkpoint file, whose stored config the run takes)
+      let a killed run continue; ``stop_after`` ends the run after that many steps with a
+      checkpoint there, without evaluating (a resumed run continues from that step).
     * ``constraint_split``: where the multipliers and slacks see the constraints. ``train``:
       on the θ-player's own batches (paper 000's game); ``validation``: on the validation
       split, scored at every step without gradients (Cotter et al. 2019's two-dataset game,

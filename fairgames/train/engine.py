@@ -12,9 +12,10 @@ Only at ``log_every`` steps does the loop read device values: the game's last
 the batch, per-group rates, the infeasibility verdict — and it writes them to TensorBoard,
 to the progress bar and to the history that ``dynamics.png`` plots.
 
-A checkpoint (every ``checkpoint_every`` steps; atomic) holds the model, the optimizer's
+A checkpoint (every ``checkpoint_every`` steps, at ``stop_after``, and on SIGINT or SIGTERM at
+the step boundary; atomic, the previous one kept) holds the model, the optimizer's
 ``state_dict`` (every player, the running estimates), the sampler's position, the snapshots,
-the history and the RNG state: a resumed run continues exactly where the killed one was.
+the history and the RNG state: a resumed run continues exactly where the stopped one was.
 
 Example:
     >>> import torch
@@ -36,6 +37,8 @@ Example:
 from __future__ import annotations
 
 import math
+import signal
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +52,7 @@ from fairgames.game import ConstrainedOptimizer
 from fairgames.game.solutions import SnapshotRecorder
 from fairgames.rates import Batch, EmptySubsetError
 
-from .checkpoint import CHECKPOINT_NAME, save_atomic
+from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table
 from .logger import RunLogger
@@ -217,6 +220,10 @@ class Engine:
                                           offset=snapshots.offset)
         self.history: list[dict[str, Any]] = []
         self.step = 0
+        # the checkpoint holding the current state, so that one step is never written twice
+        # (a second copy would push the older checkpoint out of checkpoint.prev.pt)
+        self.last_checkpoint: Path | None = None
+        self._saved_step: int | None = None
         self.params = [p for p in model.parameters() if p.requires_grad]
         self._full_fields = self._fields(None) if self.full_batch else None
         self._heldout_full = (self._heldout_fields(None)
@@ -293,13 +300,20 @@ class Engine:
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop_after: int | None = None) -> None:
-        """Play until ``steps``, or stop after ``stop_after`` steps without saving anything more,
-        as a killed run would (its last periodic checkpoint is where a resumed run starts)."""
+        """Play until ``steps``, or stop after ``stop_after`` steps and write a checkpoint at
+        that step (with a run directory): a resumed run continues from there.
+
+        SIGINT and SIGTERM (in the main thread) stop the loop at the next step boundary: the
+        engine writes a checkpoint at that step and raises :class:`RunInterrupted`. A second
+        signal stops at once (``KeyboardInterrupt``; the checkpoints on disk stay intact).
+        """
         end = self.steps if stop_after is None else min(self.steps, stop_after)
         bar = tqdm(total=self.steps, initial=self.step, disable=not self.progress,
                    desc="train", dynamic_ncols=True, leave=True)
+        signals = StopSignals().start()
         try:
-            while self.step < end:
+            # the signal is a Python flag read between steps: no sync
+            while self.step < end and signals.received is None:
                 self.train_step()
                 bar.update(1)
                 last = self.step == self.steps
@@ -311,8 +325,14 @@ class Engine:
                     self.save_checkpoint()
         finally:
             bar.close()
+            signals.stop()
         if self.logger is not None:
             self.logger.flush()
+        if signals.received is not None:
+            raise RunInterrupted(signals.received, self.step, self.save_checkpoint(),
+                                 self.run_dir)
+        if self.step < self.steps:
+            self.save_checkpoint()
 
     # ------------------------------------------------------------------ logging
     @torch.no_grad()
@@ -407,21 +427,109 @@ class Engine:
             self.heldout_sampler.load_state_dict(held)
         self.snapshots.load_state_dict(state["snapshots"])
         self.history = list(state["history"])
-        self.step = int(state["step"])
+        self.step = self._saved_step = int(state["step"])
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
 
     def save_checkpoint(self) -> Path | None:
-        """Write ``checkpoint.pt`` in the run directory atomically."""
+        """Write ``checkpoint.pt`` in the run directory atomically, the one it replaces kept
+        as ``checkpoint.prev.pt`` (:func:`~fairgames.train.checkpoint.write_checkpoint`); a
+        step already saved is not written again. Returns :attr:`last_checkpoint`.
+
+        Raises:
+            CheckpointError: the disk refused the write (full, read-only), naming the path and
+                the remedy; the earlier checkpoints are intact.
+        """
         if self.run_dir is None:
             return None
+        if self._saved_step == self.step and self.last_checkpoint is not None:
+            return self.last_checkpoint
         state = {"engine": self.state_dict()}
         if self.on_checkpoint is not None:
             self.on_checkpoint(state)
-        path = self.run_dir / CHECKPOINT_NAME
-        save_atomic(state, path)
-        return path
+        self.last_checkpoint = write_checkpoint(state, self.run_dir)
+        self._saved_step = self.step
+        return self.last_checkpoint
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the training loop at a step boundary, after a checkpoint at
+    that step was written (when the engine has a run directory).
+
+    A ``KeyboardInterrupt``, so that ``except Exception`` does not swallow a request to stop.
+
+    Attributes:
+        signal_name: ``"SIGINT"`` or ``"SIGTERM"``.
+        step: the steps played.
+        checkpoint: the checkpoint holding that step (``None``: no run directory, nothing
+            written).
+        run_dir: the run directory (``trainer.resume=<run_dir>`` continues the run).
+        exit_status: 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), the
+            status a shell reports for a process that the signal ended.
+
+    Example:
+        >>> e = RunInterrupted(signal.SIGTERM, 7, Path("r/checkpoint.pt"), Path("r"))
+        >>> e.exit_status, str(e).split("; ")[1]
+        (143, 'resume with trainer.resume=r')
+    """
+
+    def __init__(self, signum: int, step: int, checkpoint: Path | None,
+                 run_dir: Path | None) -> None:
+        self.signal_name = signal.Signals(signum).name
+        self.exit_status = 128 + int(signum)
+        self.step, self.checkpoint, self.run_dir = step, checkpoint, run_dir
+        where = (f"checkpoint {checkpoint} holds step {step}; resume with "
+                 f"trainer.resume={run_dir}" if checkpoint is not None else
+                 "no run directory, so no checkpoint was written: nothing to resume")
+        super().__init__(f"{self.signal_name} at step {step}: {where}")
+
+
+class StopSignals:
+    """While active (a context manager), SIGINT and SIGTERM are recorded in ``received``
+    instead of stopping the process, so that a loop can stop at its next step boundary; a
+    second signal raises ``KeyboardInterrupt`` at once. Outside the main thread (where Python
+    cannot set handlers) it does nothing.
+
+    Example:
+        >>> import os
+        >>> with StopSignals() as signals:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        ...     got = signals.received
+        >>> got == signal.SIGTERM
+        True
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def start(self) -> StopSignals:
+        """Record the signals from now on (the ``with`` statement calls it)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def stop(self) -> None:
+        """Restore the handlers that were there before :meth:`start`."""
+        for s, handler in self._previous.items():
+            # None: a handler not set from Python; the default is the closest
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def __enter__(self) -> StopSignals:
+        return self.start()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _check_data(data: GameData, copt: ConstrainedOptimizer) -> None:

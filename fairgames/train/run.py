@@ -35,7 +35,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from fairgames.models import build_model
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import error_rate
 
-from .checkpoint import find_checkpoint, load_checkpoint
+from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
     AlgorithmConfig,
     ConfigError,
@@ -60,6 +60,7 @@ from .config import (
 )
 from .data import constraint_holdout, load_splits, predict_scores
 from .engine import (
+    ENGINE_FORMAT,
     BatchSettings,
     CheckpointSettings,
     Engine,
@@ -87,15 +88,12 @@ from .report import (
     environment,
     validate_results,
 )
+from .resume import RESUME_FREE, resumed_config
 from .solutions import evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
 HOLDOUT_ROWS_FILE = "constraint_holdout.json"
-# Keys a resumed run may change without invalidating its checkpoint.
-RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
-               "trainer.epochs", "trainer.plots", "trainer.tensorboard", "trainer.bootstrap",
-               "run_dir"}
 
 
 @dataclass
@@ -110,7 +108,8 @@ class RunResult:
             :class:`~fairgames.game.solutions.StochasticModel` and the ``recommended`` one,
             also :attr:`recommended`).
         engine: the training loop (history, snapshots, game).
-        stopped: the run ended at ``trainer.stop_after`` before finishing.
+        stopped: the run ended at ``trainer.stop_after`` before finishing (its checkpoint:
+            ``engine.last_checkpoint``).
 
     Example:
         >>> import torch
@@ -141,15 +140,22 @@ class RunResult:
 
 
 # --------------------------------------------------------------------------- config entry
-def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
+def run(cfg: DictConfig, run_dir: str | Path | None = None,
+        overrides: Sequence[str] | None = None) -> RunResult:
     """Run from a composed config (``configs/train.yaml``).
 
     ``run_dir`` (else ``cfg.run_dir``; a resume path that is a directory wins) is where the
-    outputs go.
+    outputs go. ``overrides``: the keys the command line set (Hydra's ``overrides.task``); a
+    resumed run then takes its checkpoint's config and compares only these
+    (:func:`fairgames.train.resume.resumed_config`). ``None``: the whole config must match
+    the checkpoint's.
 
     Raises:
         ConfigError: bad values (all listed), unknown data keys, a problem that does not
-            compile (with the offending token underlined).
+            compile (with the offending token underlined), a resume with another config.
+        CheckpointError: no usable checkpoint to resume (what is wrong with each file), or a
+            checkpoint that cannot be written.
+        RunInterrupted: SIGINT or SIGTERM stopped training (a checkpoint holds that step).
 
     Example:
         >>> from hydra import compose, initialize_config_dir
@@ -162,12 +168,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
         (10, None)
     """
     validate(cfg)
-    t = cfg.trainer
-    _one_job(t.tune)
+    _one_job(cfg.trainer.tune)
     directory = run_dir if run_dir is not None else cfg.run_dir
-    if isinstance(t.resume, str) and Path(t.resume).is_dir():
-        directory = t.resume
+    if isinstance(cfg.trainer.resume, str) and Path(cfg.trainer.resume).is_dir():
+        directory = cfg.trainer.resume
     directory = Path(directory) if directory is not None else None
+    cfg, checkpoint = _resume_config(cfg, directory, overrides)
+    t = cfg.trainer
     device = resolve_device(t.device)
     splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), cfg.seed)
     input_dim = splits.train.num_features
@@ -190,7 +197,47 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> RunResult:
         seed=seed, device=device, run_dir=directory,
         config=OmegaConf.to_container(cfg, resolve=True),
         baseline=BaselineSource(path=problem_cfg.get("baseline_path"),
-                                fraction=float(problem_cfg.get("baseline_fraction", 0.25)))))
+                                fraction=float(problem_cfg.get("baseline_fraction", 0.25))),
+        checkpoint=checkpoint))
+
+
+def _resume_config(cfg: DictConfig, directory: Path | None,
+                   overrides: Sequence[str] | None
+                   ) -> tuple[DictConfig, tuple[Path, dict[str, Any]] | None]:
+    """With the command line's ``overrides``, a resumed run's config is its checkpoint's
+    (with the explicit overrides a resume may change); else ``cfg`` as it is. Also the
+    checkpoint, read once."""
+    if overrides is None or cfg.trainer.resume is False:
+        return cfg, None
+    checkpoint = _read_checkpoint(cfg.trainer.resume, directory)
+    assert checkpoint is not None
+    merged = OmegaConf.create(resumed_config(checkpoint[1]["run"]["config"],
+                                             OmegaConf.to_container(cfg, resolve=True),
+                                             overrides))
+    validate(merged)
+    return merged, checkpoint
+
+
+def _read_checkpoint(resume: bool | str, run_dir: Path | None
+                     ) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint ``trainer.resume`` points at, or the one before it if it is unusable
+    (:func:`~fairgames.train.checkpoint.read_latest`); ``None`` when not resuming."""
+    path = find_checkpoint(resume, run_dir)
+    return read_latest(path, check=_usable) if path is not None else None
+
+
+def _usable(path: Path, state: Mapping[str, Any]) -> None:
+    """Refuse a readable file that is not a run checkpoint of this version."""
+    if not isinstance(state.get("engine"), Mapping) or not isinstance(state.get("run"), Mapping):
+        raise CheckpointError(f"{path} is not a run checkpoint (it holds {sorted(state)}); a "
+                              "solution file (final.pt, recommended.pt, ...) cannot be resumed: "
+                              "point trainer.resume at a run directory or its checkpoint.pt")
+    found = state["engine"].get("format")
+    if found != ENGINE_FORMAT:
+        raise CheckpointError(f"{path} was written by an incompatible version of fairgames "
+                              f"(checkpoint format {found!r}; this version reads "
+                              f"{ENGINE_FORMAT}): resume it with the fairgames version that "
+                              "wrote it, or start the run afresh")
 
 
 # --------------------------------------------------------------------------- python entry
@@ -444,7 +491,8 @@ class RunInputs:
     """What both entry points (:func:`run`, :func:`fit`) hand the pipeline.
 
     ``config`` is the run's config as recorded in ``results.json`` and in checkpoints (a
-    resumed run must match it); ``run_dir`` ``None`` writes nothing.
+    resumed run must match it); ``run_dir`` ``None`` writes nothing; ``checkpoint``: the
+    ``(path, state)`` a resume continues, when already read (else ``trainer.resume`` is read).
 
     Example:
         >>> from fairgames.data import make_synthetic
@@ -467,13 +515,15 @@ class RunInputs:
     run_dir: Path | None
     config: dict[str, Any]
     baseline: BaselineSource = BaselineSource()
+    checkpoint: tuple[Path, dict[str, Any]] | None = None
 
 
 @dataclass
 class RunContext:
     """The loaded run: inputs, the splits on the device, the helper models' step count (over
     the whole training split), the checkpoint being resumed (or ``None``), the start time,
-    the main model when drawn first, and ``extras`` for :attr:`RunResult.extras`."""
+    the main model when drawn first, the resumed checkpoint's file, and ``extras`` for
+    :attr:`RunResult.extras`."""
 
     inputs: RunInputs
     splits: DatasetSplits
@@ -481,6 +531,7 @@ class RunContext:
     checkpoint: dict[str, Any] | None
     started: float
     main_model: torch.nn.Module | None
+    checkpoint_path: Path | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -545,16 +596,17 @@ def _load(inputs: RunInputs) -> RunContext:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
     steps = _total_steps(inputs.trainer, len(train))
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_path = find_checkpoint(inputs.trainer.resume, run_dir)
-    ckpt = load_checkpoint(ckpt_path) if ckpt_path is not None else None
+        ensure_writable(run_dir)
+    found = (inputs.checkpoint if inputs.checkpoint is not None
+             else _read_checkpoint(inputs.trainer.resume, run_dir))
+    ckpt_path, ckpt = found if found is not None else (None, None)
     if ckpt is not None:
         diffs = _diff_config(ckpt["run"]["config"], inputs.config)
         if diffs:
             raise ConfigError("trainer.resume: the checkpoint was written with another config:"
                               "\n  " + "\n  ".join(diffs))
     main_model = inputs.model.factory() if inputs.model.first_is_main else None
-    return RunContext(inputs, splits, steps, ckpt, started, main_model)
+    return RunContext(inputs, splits, steps, ckpt, started, main_model, ckpt_path)
 
 
 def _helpers(ctx: RunContext) -> Helpers:
@@ -698,6 +750,7 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                                        on_save=add_run_state))
     if ckpt is not None:
         engine.load_state_dict(ckpt["engine"])
+        engine.last_checkpoint = ctx.checkpoint_path
     return Game(model, copt, engine, logger, data, rows_file, steps)
 
 
@@ -715,7 +768,8 @@ def _write_holdout_rows(run_dir: Path | None, trainer: TrainerConfig,
 
 
 def _play(ctx: RunContext, game: Game) -> bool:
-    """Play to the end (True), or stop at ``trainer.stop_after`` as a kill would (False)."""
+    """Play to the end (True), or stop at ``trainer.stop_after`` with a checkpoint there
+    (False)."""
     trainer, engine = ctx.inputs.trainer, game.engine
     engine.run(stop_after=trainer.stop_after)
     if engine.step < game.steps:

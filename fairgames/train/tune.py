@@ -251,9 +251,10 @@ def tune(cfg: DictConfig, run_dir: str | Path, task_overrides: Sequence[str],
 
 
 def _job_only(name: str) -> bool:
-    """Files of a job not copied up: its checkpoint, its log (the tuned run has its own)
+    """Files of a job not copied up: its checkpoints, its log (the tuned run has its own)
     and its TensorBoard events (TensorBoard finds them under ``sweep/``)."""
-    return name == "checkpoint.pt" or name.endswith(".log") or name.startswith("events.out.")
+    return (name.startswith("checkpoint.") or name.endswith(".log")
+            or name.startswith("events.out."))
 
 
 def collect(sweep_dir: Path, keys: Sequence[str]) -> list[dict[str, Any]]:

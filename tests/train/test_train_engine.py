@@ -177,12 +177,17 @@ def test_report_and_dynamics_plot(eo_run):
      "trainer.constraint_split=validation"],
 ], ids=["minibatch-mlp-ratio", "fullbatch-kld", "minibatch-heldout"])
 def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(train_run, tmp_path,
-                                                               overrides):
+                                                               overrides, monkeypatch):
     common = [*overrides, "trainer.steps=60", "trainer.checkpoint_every=20",
               "trainer.log_every=5", "trainer.snapshot_every=3", "trainer.max_snapshots=8"]
     full = train_run("full", *common)
     # "Kill" after step 47: the last checkpoint is step 40; nothing else is written.
+    # (stop_after alone checkpoints its step: a kill saves only the periodic checkpoints.)
+    periodic = Engine.save_checkpoint
+    monkeypatch.setattr(Engine, "save_checkpoint",
+                        lambda self: periodic(self) if self.step % 20 == 0 else None)
     killed = train_run("killed", *common, "trainer.stop_after=47", run_dir=tmp_path)
+    monkeypatch.undo()
     assert killed.stopped and killed.results is None and killed.engine.step == 47
     assert not (tmp_path / "results.json").exists()
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["engine"]["step"] == 40

@@ -108,6 +108,7 @@ def test_the_chosen_job_is_the_best_candidate_on_validation(tuned):
     for name in ("results.json", "report.md", "stochastic.pt"):
         assert (run_dir / name).read_bytes() == (job / name).read_bytes()
     assert not (run_dir / "checkpoint.pt").exists()
+    assert not (run_dir / "checkpoint.prev.pt").exists()
 
 
 def test_selection_never_reads_test(tuned, tmp_path):
