@@ -15,7 +15,7 @@ from .dataset import DatasetSplits, TabularDataset
 from .errors import DataError
 from .preprocess import encode
 from .registry import DATASETS, DatasetDef, Recipe
-from .sources import Resolution, Source, resolve
+from .sources import Resolution, Source, damaged_message, resolve
 from .splits import random_split
 
 SPLITS = ("default", "official", "random")
@@ -66,6 +66,23 @@ def _parse_cached(dataset: str, source_name: str,
     return source.parser(paths)
 
 
+def _parse(dataset: str, res: Resolution) -> pd.DataFrame:
+    """The source's parser on the resolved files; a damaged file (empty, cut short, not
+    UTF-8, header only) is a :class:`DataError` naming it, the line when known, and how to
+    replace it."""
+    if any(f.path.stat().st_size == 0 for f in res.files.values()):
+        raise DataError(damaged_message(dataset, res, "a file is empty"))
+    key = tuple(sorted((role, str(f.path), f.sha256) for role, f in res.files.items()))
+    try:
+        frame = _parse_cached(dataset, res.source.name, key)
+    except Exception as exc:  # pandas', zipfile's, gzip's, codecs' and our own errors alike
+        what = str(exc) if isinstance(exc, DataError) else f"{type(exc).__name__}: {exc}"
+        raise DataError(damaged_message(dataset, res, what)) from exc
+    if len(frame) == 0:
+        raise DataError(damaged_message(dataset, res, "no data rows (a header only?)"))
+    return frame
+
+
 def _source(dataset: str, source_name: str) -> Source:
     return next(s for s in DATASETS[dataset].sources if s.name == source_name)
 
@@ -82,8 +99,7 @@ def read_raw(name: str, *, root: str | os.PathLike[str] | None = None,
     """
     d = _definition(name)
     res = resolve(d.name, d.sources, root=root)
-    key = tuple(sorted((role, str(f.path), f.sha256) for role, f in res.files.items()))
-    frame = _parse_cached(d.name, res.source.name, key).copy()
+    frame = _parse(d.name, res).copy()
     if filtered and d.base_filter is not None:
         frame = d.base_filter(frame)
     return frame, res
@@ -198,6 +214,8 @@ def load(
     sub = None if strata is None else strata[pool]
     tr, va = random_split(len(pool), (1.0 - vfrac, vfrac), seed=[seed, 1], stratify=sub)
     train, val = pool[tr], pool[va]
+    _check_split_sizes(name, res, n, {"train": train, "test": test}
+                       | ({"validation": val} if vfrac else {}))
 
     # ---- features (fitted on the training rows)
     dropped = set(tgt.columns)
@@ -256,6 +274,18 @@ def load(
         test=full.subset(torch.from_numpy(test)),
         metadata=metadata,
     )
+
+
+def _check_split_sizes(name: str, res: Resolution, rows: int,
+                       splits: dict[str, Any]) -> None:
+    """An empty split of a real data set means its files hold far fewer rows than they
+    should (cut short, or a stray line): an error naming the files, before any fitting."""
+    empty = [s for s, idx in splits.items() if len(idx) == 0]
+    if empty:
+        sizes = ", ".join(f"{s} {len(idx)}" for s, idx in splits.items())
+        raise DataError(damaged_message(
+            name, res, f"the {' and '.join(empty)} split would be empty ({rows} row(s) after "
+            f"the filters: {sizes}); the files look truncated"))
 
 
 def _load_synthetic(protected: str | None, target: str | None, split: str, seed: int,
