@@ -15,27 +15,39 @@ config (``.hydra/``), TensorBoard events, ``results.json``, ``report.md``, ``dyn
 ``final.pt`` / ``best_iterate.pt`` / ``stochastic.pt`` and ``checkpoint.pt``. With
 ``trainer.tune=validation`` the run is a grid of step sizes on the joblib launcher
 (``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.tune``). Config
-errors (unknown keys, bad values, a problem string that does not parse) are reported in one
-message and exit with status 2.
+errors (Hydra's own: an unknown group option or key, an override that does not parse; ours:
+bad values, a problem string that does not parse, a data option the loader refuses) are
+reported in one message without a traceback and exit with status 2; a missing or damaged raw
+data file exits with status 1.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
+from fairgames.data import DataError
 from fairgames.problems import ProblemError
 from fairgames.train import ConfigError, run, validate
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
+# Hydra's own (an unknown group option or key, an override that does not parse, a value of
+# the wrong type) and ours (bad values, a problem that does not compile).
+CONFIG_ERRORS = (ConfigCompositionException, OverrideParseException, OmegaConfBaseException,
+                 ConfigError, ProblemError)
+FULL_ERROR = "HYDRA_FULL_ERROR"
 
 
 @hydra.main(config_path=CONFIGS, config_name="train", version_base="1.3")
@@ -50,6 +62,9 @@ def main(cfg: DictConfig) -> float | None:
     except (ConfigError, ProblemError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except DataError as e:      # a raw file missing or damaged: the message says what to do
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
     if result.results is None:
         print(f"stopped at step {result.engine.step}; resume with "
               f"trainer.resume={result.run_dir}")
@@ -103,5 +118,37 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
     return results["solutions"]["recommended"]["test"]["objective"]
 
 
+def cli() -> None:
+    """``main`` with every config error, Hydra's included, as one message and exit status 2.
+
+    Hydra reports its own errors (composition, override syntax) itself and exits with 1;
+    with ``HYDRA_FULL_ERROR`` set it re-raises them instead, so that they are caught here.
+    Any other exception keeps its traceback. A user's own ``HYDRA_FULL_ERROR=1`` adds the
+    traceback to a config error's message.
+    """
+    user_setting = os.environ.get(FULL_ERROR)
+    os.environ[FULL_ERROR] = "1"
+    try:
+        main()
+    except CONFIG_ERRORS as e:
+        if user_setting:
+            traceback.print_exc()
+        print(f"error: {_message(e)}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        if user_setting is None:
+            os.environ.pop(FULL_ERROR, None)
+        else:
+            os.environ[FULL_ERROR] = user_setting
+
+
+def _message(e: BaseException) -> str:
+    """Hydra's message and, as Hydra prints it, its OmegaConf cause's (the key and type)."""
+    cause = e.__cause__
+    if isinstance(cause, OmegaConfBaseException) and str(cause) not in str(e):
+        return f"{e}\n{cause}"
+    return str(e)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

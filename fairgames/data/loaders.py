@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from .dataset import DatasetSplits, TabularDataset
-from .errors import DataError
+from .errors import DataArgumentError, DataError
 from .preprocess import encode
 from .registry import DATASETS, DatasetDef, Recipe
 from .sources import Resolution, Source, damaged_message, resolve
@@ -53,8 +53,8 @@ def dataset_info(name: str) -> dict[str, Any]:
 
 def _definition(name: str) -> DatasetDef:
     if not isinstance(name, str) or name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}; available: {available_datasets()} "
-                        "(Wiki Toxicity cannot be had offline and is not provided)")
+        raise DataArgumentError(f"unknown data set {name!r}; available: {available_datasets()} "
+                                "(Wiki Toxicity cannot be had offline and is not provided)")
     return DATASETS[name]
 
 
@@ -152,8 +152,10 @@ def load(
             arguments override it.
 
     Raises:
-        DataError: unknown data set, attribute, target, split or paper; missing raw files
-            (the message says how to get them).
+        DataArgumentError: unknown data set, attribute, target, split or paper, or a
+            validation fraction outside [0, 1).
+        DataError: missing raw files (the message says how to get them) or damaged ones
+            (the message names the file, the line when known, and the remedy).
 
     Example:
         >>> from fairgames.data import load
@@ -170,25 +172,26 @@ def load(
         paper = str(paper).zfill(3) if str(paper).isdigit() else str(paper)
     if paper not in d.recipes:
         known = [p for p in d.recipes if p is not None]
-        raise DataError(f"data set {name!r} has no recipe for paper {paper!r}; known: {known}")
+        raise DataArgumentError(f"data set {name!r} has no recipe for paper {paper!r}; "
+                                f"known: {known}")
     recipe: Recipe = d.recipes[paper]
     protected = protected if protected is not None else recipe.protected
     if protected not in d.attributes:
-        raise DataError(f"unknown protected attribute {protected!r} for data set {name!r}; "
-                        f"known: {sorted(d.attributes)}")
+        raise DataArgumentError(f"unknown protected attribute {protected!r} for data set {name!r}; "
+                                f"known: {sorted(d.attributes)}")
     target = target if target is not None else recipe.target
     if target not in d.targets:
-        raise DataError(f"unknown target {target!r} for data set {name!r}; known: "
-                        f"{sorted(d.targets)}")
+        raise DataArgumentError(f"unknown target {target!r} for data set {name!r}; known: "
+                                f"{sorted(d.targets)}")
     if split not in SPLITS:
-        raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
+        raise DataArgumentError(f"unknown split {split!r}; use one of {SPLITS}")
     mode = recipe.split if split == "default" else split
     if mode == "official" and not d.has_official_split:
-        raise DataError(f"data set {name!r} has no official split; use split='random'")
+        raise DataArgumentError(f"data set {name!r} has no official split; use split='random'")
     include = recipe.include_protected if include_protected is None else bool(include_protected)
     vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
     if not 0.0 <= float(vfrac) < 1.0:
-        raise DataError(f"validation_fraction must be in [0, 1), got {vfrac}")
+        raise DataArgumentError(f"validation_fraction must be in [0, 1), got {vfrac}")
     # a recipe's None means "the data set's own share" (an official-split recipe re-split at random)
     test_fraction = (d.random_test_fraction if recipe.test_fraction is None
                      else recipe.test_fraction)
@@ -293,12 +296,12 @@ def _load_synthetic(protected: str | None, target: str | None, split: str, seed:
     from .synthetic import make_synthetic
 
     if protected not in (None, "group"):
-        raise DataError(f"unknown protected attribute {protected!r} for data set 'synthetic'; "
-                        "known: ['group']")
+        raise DataArgumentError(f"unknown protected attribute {protected!r} for data set "
+                                "'synthetic'; known: ['group']")
     if target not in (None, "y"):
-        raise DataError(f"unknown target {target!r} for data set 'synthetic'; known: ['y']")
+        raise DataArgumentError(f"unknown target {target!r} for data set 'synthetic'; known: ['y']")
     if split not in ("default", "random"):
-        raise DataError(f"data set 'synthetic' has only split='default' / 'random', got "
-                        f"{split!r}")
+        raise DataArgumentError(f"data set 'synthetic' has only split='default' / 'random', got "
+                                f"{split!r}")
     v = 0.25 if validation_fraction is None else float(validation_fraction)
     return make_synthetic(seed=seed, split=(0.8 * (1 - v), 0.8 * v, 0.2))
