@@ -38,6 +38,7 @@ from omegaconf.errors import OmegaConfBaseException
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.data import DataError
 from fairgames.problems import ProblemError
+from fairgames.rates import EmptySubsetError
 from fairgames.train import ConfigError, run, validate
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
@@ -59,7 +60,7 @@ def main(cfg: DictConfig) -> float | None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
         result = run(cfg, run_dir=run_dir)
-    except (ConfigError, ProblemError) as e:
+    except (ConfigError, ProblemError, EmptySubsetError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except DataError as e:      # a raw file missing or damaged: the message says what to do
@@ -86,15 +87,18 @@ def summary_line(run_dir: Path | str | None, results: dict) -> str:
     """
     rec = results["solutions"]["recommended"]
 
-    def worst(m: dict) -> float:
-        return max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
+    def worst(m: dict) -> str:
+        violations = [c["violation"] for c in m["constraints"].values()]
+        if None in violations:     # a constraint with no row on the split
+            return "undefined"
+        return f"{max(violations, default=0.0):.4f}"
 
     test = rec["test"]
     headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
     objective = "–" if test["objective"] is None else f"{test['objective']:.4f}"
     return (f"{run_dir}: recommended ({results['training']['recommended']['solution']}) on "
-            f"test: objective {objective}, {headline}, max violation {worst(test):.4f}; "
-            f"on train: max violation {worst(rec['train']):.4f}")
+            f"test: objective {objective}, {headline}, max violation {worst(test)}; "
+            f"on train: max violation {worst(rec['train'])}")
 
 
 def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:

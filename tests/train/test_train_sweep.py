@@ -70,6 +70,8 @@ CLI_ERRORS = [
     (["trainer.steps=[1,"], 2, "no viable alternative at input '[1,'"),  # override syntax
     (["trainer.stepz=10"], 2, "Key 'stepz' not in 'TrainerConfig'"),     # unknown key
     (["data.protected=colour"], 2, "unknown protected attribute 'colour' for data set 'adult'"),
+    (["data=synthetic", "data.n=300", "data.group_proportions=[1.0,0.0]"], 2,
+     "the training split (180 rows) has no row in a subset the problem reads"),
     (["data.root=/no/such/dir"], 1, "root='/no/such/dir' is not a directory"),
 ]
 
