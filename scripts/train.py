@@ -128,14 +128,15 @@ def cli() -> None:
     Hydra reports its own errors (composition, override syntax) itself and exits with 1;
     with ``HYDRA_FULL_ERROR`` set it re-raises them instead, so that they are caught here.
     Any other exception keeps its traceback. A user's own ``HYDRA_FULL_ERROR=1`` adds the
-    traceback to a config error's message.
+    traceback to a config error's message. (With the variable forced, an exception in a job
+    prints its whole traceback, Hydra's frames included, rather than Hydra's trimmed one.)
     """
     user_setting = os.environ.get(FULL_ERROR)
     os.environ[FULL_ERROR] = "1"
     try:
         main()
     except CONFIG_ERRORS as e:
-        if user_setting:
+        if user_setting == "1":
             traceback.print_exc()
         print(f"error: {_message(e)}", file=sys.stderr)
         sys.exit(2)
