@@ -17,28 +17,41 @@ before it, ``checkpoint.prev.pt``). SIGINT (Ctrl-C) or SIGTERM stops training at
 step with a checkpoint there, prints how to resume and exits with 130 or 143. With
 ``trainer.tune=validation`` the run is a grid of step sizes on the joblib launcher
 (``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.tune``). Config
-errors (unknown keys, bad values, a problem string that does not parse) are reported in one
-message and exit with status 2.
+errors (Hydra's own: an unknown group option or key, an override that does not parse; ours:
+bad values, a problem string that does not parse, a data option the loader refuses) are
+reported in one message without a traceback and exit with status 2; a missing or damaged raw
+data file exits with status 1.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
+from fairgames.data import DataError
 from fairgames.problems import ProblemError
+from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.resume import hydra_resume_args
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
+# Hydra's own (an unknown group option or key, an override that does not parse, a value of
+# the wrong type) and ours (bad values, a problem that does not compile).
+CONFIG_ERRORS = (ConfigCompositionException, OverrideParseException, OmegaConfBaseException,
+                 ConfigError, ProblemError)
+FULL_ERROR = "HYDRA_FULL_ERROR"
 
 
 @hydra.main(config_path=CONFIGS, config_name="train", version_base="1.3")
@@ -50,11 +63,11 @@ def main(cfg: DictConfig) -> float | None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
         result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
-    except (ConfigError, ProblemError) as e:
+    except (ConfigError, ProblemError, EmptySubsetError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (DataError, CheckpointError) as e:   # a file missing or damaged: the message says
+        print(f"error: {e}", file=sys.stderr)     # what to do
         sys.exit(1)
     except RunInterrupted as e:
         print(f"interrupted: {e}", file=sys.stderr)
@@ -92,15 +105,18 @@ def summary_line(run_dir: Path | str | None, results: dict) -> str:
     """
     rec = results["solutions"]["recommended"]
 
-    def worst(m: dict) -> float:
-        return max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
+    def worst(m: dict) -> str:
+        violations = [c["violation"] for c in m["constraints"].values()]
+        if None in violations:     # a constraint with no row on the split
+            return "undefined"
+        return f"{max(violations, default=0.0):.4f}"
 
     test = rec["test"]
     headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
     objective = "–" if test["objective"] is None else f"{test['objective']:.4f}"
     return (f"{run_dir}: recommended ({results['training']['recommended']['solution']}) on "
-            f"test: objective {objective}, {headline}, max violation {worst(test):.4f}; "
-            f"on train: max violation {worst(rec['train']):.4f}")
+            f"test: objective {objective}, {headline}, max violation {worst(test)}; "
+            f"on train: max violation {worst(rec['train'])}")
 
 
 def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
@@ -124,6 +140,39 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
     return results["solutions"]["recommended"]["test"]["objective"]
 
 
+def cli() -> None:
+    """``main`` with every config error, Hydra's included, as one message and exit status 2.
+
+    Hydra reports its own errors (composition, override syntax) itself and exits with 1;
+    with ``HYDRA_FULL_ERROR`` set it re-raises them instead, so that they are caught here.
+    Any other exception keeps its traceback. A user's own ``HYDRA_FULL_ERROR=1`` adds the
+    traceback to a config error's message. (With the variable forced, an exception in a job
+    prints its whole traceback, Hydra's frames included, rather than Hydra's trimmed one.)
+    """
+    user_setting = os.environ.get(FULL_ERROR)
+    os.environ[FULL_ERROR] = "1"
+    try:
+        main()
+    except CONFIG_ERRORS as e:
+        if user_setting == "1":
+            traceback.print_exc()
+        print(f"error: {_message(e)}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        if user_setting is None:
+            os.environ.pop(FULL_ERROR, None)
+        else:
+            os.environ[FULL_ERROR] = user_setting
+
+
+def _message(e: BaseException) -> str:
+    """Hydra's message and, as Hydra prints it, its OmegaConf cause's (the key and type)."""
+    cause = e.__cause__
+    if isinstance(cause, OmegaConfBaseException) and str(cause) not in str(e):
+        return f"{e}\n{cause}"
+    return str(e)
+
+
 if __name__ == "__main__":
     sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
-    main()
+    cli()

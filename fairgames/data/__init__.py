@@ -14,13 +14,14 @@ Real data sets (``available_datasets()``) are loaded with :func:`load`, e.g.
 """
 
 from .dataset import DatasetSplits, TabularDataset
-from .errors import DataError
+from .errors import DataArgumentError, DataError
 from .loaders import available_datasets, load
 from .noise import GroupNoiseEstimate, estimate_group_noise, flip_groups
 from .sampler import MinibatchSampler
 from .synthetic import make_synthetic
 
 __all__ = [
+    "DataArgumentError",
     "DataError",
     "DatasetSplits",
     "GroupNoiseEstimate",

@@ -14,3 +14,18 @@ class DataError(ValueError):
         ...     print(str(e).split(";")[0])
         unknown data set 'no_such_dataset'
     """
+
+
+class DataArgumentError(DataError):
+    """An argument of :func:`fairgames.data.load` that names nothing the data set has (data
+    set, protected attribute, target, split, paper) or is out of range: a config error,
+    raised before any file is read (a missing or damaged file is a plain :class:`DataError`).
+
+    Example:
+        >>> from fairgames.data import load
+        >>> try:
+        ...     load("adult", protected="colour")
+        ... except DataArgumentError as e:
+        ...     print(str(e).split(";")[0])
+        unknown protected attribute 'colour' for data set 'adult'
+    """

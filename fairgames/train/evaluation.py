@@ -23,18 +23,24 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from fairgames.data import TabularDataset
+from fairgames.game import Problem
+from fairgames.problems import ProblemSpec
+from fairgames.problems.spec import UNCONSTRAINED_PREFIX
 from fairgames.rates import (
     Batch,
     Constraint,
+    EmptySubsetError,
     ExactEvaluator,
     Expression,
     GroupTable,
+    leaves_of,
     summary_metrics,
 )
 
@@ -75,7 +81,12 @@ class SolutionEvaluator:
             metrics.update({("constraint", c.name): c for c in self.constraints})
             metrics.update({("summary", k): e for k, e in summary.items()})
             metrics.update(table.metrics)
-            self._views[key] = (ExactEvaluator(metrics, optional=table.metrics), table,
+            # The objective and a constraint may be undefined on a validation or test split
+            # (a group with no row there): NaN, reported as undefined. A run refuses one
+            # undefined on the training split before its first step (empty_subsets).
+            optional = [("objective",), *(("constraint", c.name) for c in self.constraints),
+                        *table.metrics]
+            self._views[key] = (ExactEvaluator(metrics, optional=optional), table,
                                 list(summary))
         return self._views[key]
 
@@ -85,7 +96,8 @@ class SolutionEvaluator:
         """Metrics of scores ``[N]`` (a deterministic model) or ``[R, N]`` with
         ``mixture_weights [R]`` (a stochastic model) on the split ``ds``: ``label_kind``,
         ``objective``, ``error`` (binary) or ``mse`` and ``mae`` (real), ``constraints``
-        and ``groups``."""
+        and ``groups``. The objective or a constraint with an empty subset on ``ds`` is NaN
+        (``None`` in ``results.json``)."""
         evaluator, table, summary = self._view(ds)
         parts = (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
                             mixture_weights=mixture_weights)
@@ -103,9 +115,100 @@ class SolutionEvaluator:
         return out
 
 
+def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDataset,
+                  chunk: int = 65536) -> dict[str, list[str]]:
+    """Name → the subsets of that metric (a rate's denominator, e.g. a group's positives)
+    with no row, or no weight, on the whole split ``ds``; only metrics with one are listed.
+
+    The subsets depend on labels and groups only: the scores are zeros, and a churn
+    baseline's too.
+
+    Example:
+        >>> from fairgames.rates import group, true_positive_rate
+        >>> from fairgames.data import make_synthetic
+        >>> ds = make_synthetic(n=200, seed=0).test
+        >>> ds = ds.subset(torch.nonzero(ds.groups["group"] == 0).flatten())   # no group 1
+        >>> empty_subsets({"tpr1": true_positive_rate(group("group", "1")),
+        ...                "tpr0": true_positive_rate(group("group", "0"))}, ds)
+        {'tpr1': ["(group('group', '1') & label(1))"]}
+    """
+    if len(ds) == 0:
+        return {name: ["all"] for name in metrics}
+    evaluator = ExactEvaluator(dict(metrics), optional=list(metrics))
+    zeros = torch.zeros(len(ds), device=ds.device)
+    values = evaluator.leaf_values(
+        make_batch(ds, zeros[idx], idx, baseline_scores=zeros)
+        for idx in chunks(len(ds), chunk, ds.device))
+    assert values.subset_weights is not None
+    weights = values.subset_weights.tolist()                    # one host sync
+    out: dict[str, list[str]] = {}
+    for name, m in metrics.items():
+        expression = m.expression if isinstance(m, Constraint) else m
+        empty = {str(lf.where): None for lf in leaves_of([expression])
+                 if weights[values.position(lf)] <= 0}
+        if empty:
+            out[name] = list(empty)
+    return out
+
+
+def require_training_subsets(problem: ProblemSpec | Problem, train: TabularDataset,
+                             protected: str, chunk: int = 65536) -> None:
+    """Refuse, before any training, an objective or constraint with a subset (a group, a
+    group's positives, ...) that has no row in the training split: its rate is undefined
+    there, so the game would play it on nothing.
+
+    A spec is compiled against the training groups; the values a run computes first
+    (``unconstrained_<metric>``) do not change the subsets, so zeros stand in for them.
+
+    Raises:
+        EmptySubsetError: naming the split, each such constraint and its empty subsets, and
+            the split's group counts.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> from fairgames.problems import load_problem
+        >>> train = make_synthetic(n=300, seed=0).train
+        >>> train = train.subset(torch.nonzero(train.groups["group"] == 0).flatten())
+        >>> require_training_subsets(load_problem("equal_opportunity"), train, "group")
+        Traceback (most recent call last):
+        ...
+        fairgames.rates.errors.EmptySubsetError: the training split (...) has no row in ...
+    """
+    if isinstance(problem, ProblemSpec):
+        stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
+        built = problem.build(protected, train.group_names, stand_ins,
+                              train.group_counts(protected))
+        objective, constraints = built.objective, built.constraints
+    else:
+        objective, constraints = problem.objective, list(problem.constraints.values())
+    metrics: dict[str, Expression | Constraint] = {f"constraint {c.name!r}": c
+                                                   for c in constraints}
+    if objective is not None:
+        metrics["the objective"] = objective
+    empty = empty_subsets(metrics, train, chunk)
+    if empty:
+        listed = "; ".join(f"{name}: {', '.join(subsets)}" for name, subsets in empty.items())
+        raise EmptySubsetError(
+            f"the training split ({len(train)} rows) has no row in a subset the problem "
+            f"reads, so its rate is undefined there — {listed}. The split's {protected!r} "
+            f"counts: {train.group_counts(protected)}. Use another data.protected, problem "
+            "or data split.")
+
+
 def max_violation(metrics: dict[str, Any]) -> float:
-    """The largest constraint violation of :meth:`SolutionEvaluator.evaluate`'s output."""
-    return max((c["violation"] for c in metrics["constraints"].values()), default=0.0)
+    """The largest constraint violation of :meth:`SolutionEvaluator.evaluate`'s output (or
+    of its ``results.json`` form); NaN when a constraint is undefined on the split.
+
+    Example:
+        >>> max_violation({"constraints": {"a": {"violation": 0.0}, "b": {"violation": 0.2}}})
+        0.2
+        >>> max_violation({"constraints": {"a": {"violation": None}}})
+        nan
+    """
+    violations = [c["violation"] for c in metrics["constraints"].values()]
+    if any(v is None or v != v for v in violations):
+        return math.nan
+    return max(violations, default=0.0)
 
 
 def group_table(ds: TabularDataset, positive: torch.Tensor, attribute: str

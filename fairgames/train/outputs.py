@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,9 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
     for sol, per_split in results["solutions"].items():
         for split in SPLITS:
             m = per_split[split]
-            metrics[f"final/{sol}/{split}/objective"] = m["objective"]
+            # an undefined value (a group with no row on the split) is None: NaN here
+            metrics[f"final/{sol}/{split}/objective"] = (math.nan if m["objective"] is None
+                                                         else m["objective"])
             for key in ("error", "mse", "mae"):      # by label kind: error, or mse and mae
                 if key in m:
                     metrics[f"final/{sol}/{split}/{key}"] = m[key]

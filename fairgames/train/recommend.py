@@ -164,7 +164,9 @@ def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerC
     record and the model (a module, or a :class:`StochasticModel` for a mixture).
     ``solved`` is :func:`~fairgames.train.solutions.evaluate_solutions`'s output."""
     if trainer.recommend != "auto":
-        return alias(trainer.recommend, trainer.selection_split, *solved)
+        # the split the solutions were chosen on (train when the selection split could
+        # not measure a constraint)
+        return alias(trainer.recommend, solved[1]["best_iterate"]["split"], *solved)
     model, scores, names = with_final(cands)
     ds, base = cands.splits[SPLIT], cands.base(SPLIT)
     objectives, rows = candidate_values(evaluator, ds, scores[SPLIT], base)

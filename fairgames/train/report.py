@@ -161,7 +161,9 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     for s in solutions:
         for split in SPLITS:
             m = sol[s][split]
-            viol = max((c["violation"] or 0.0 for c in m["constraints"].values()), default=0.0)
+            # undefined (None: a subset with no row on the split) reads "–", never 0
+            violations = [c["violation"] for c in m["constraints"].values()]
+            viol = None if None in violations else max(violations, default=0.0)
             rows.append([s, split, m["objective"], *(m[k] for k in headline), viol])
     out += [_table(["solution", "split", "objective", *headline, "max violation"], rows), ""]
     names = list(sol["final"]["test"]["constraints"])

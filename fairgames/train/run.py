@@ -69,7 +69,7 @@ from .engine import (
     SnapshotSettings,
     unique_names,
 )
-from .evaluation import SolutionEvaluator
+from .evaluation import SolutionEvaluator, require_training_subsets
 from .helpers import (
     ModelFactory,
     OptimizerFactory,
@@ -574,6 +574,8 @@ class Game:
 def _execute(inputs: RunInputs) -> RunResult:
     """Load, train the helpers, compile the problem, play the game, evaluate and report."""
     ctx = _load(inputs)
+    require_training_subsets(inputs.spec, ctx.splits.train, inputs.protected,
+                             inputs.trainer.eval_chunk)
     helpers = _helpers(ctx)
     built = _compile_problem(ctx, helpers.values)
     game = _make_game(ctx, helpers, built)

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,7 @@ from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
 from .config import TrainerConfig
 from .data import predict_scores
 from .engine import Engine
-from .evaluation import SolutionEvaluator
+from .evaluation import SolutionEvaluator, empty_subsets
 
 REPAIR_STEPS = 20   # the segment from the LP mixture to the best iterate, in 1/20ths
 # The LP mixture is evaluated with float32 mixture weights: a mixture the LP put exactly on a
@@ -84,7 +85,7 @@ def constraint_rows(metrics: Mapping[str, Any], senses: list[str]) -> list[float
     """``g ≤ 0`` rows of a solution's constraints (an equality gives ``g`` and ``−g``)."""
     rows: list[float] = []
     for c, sense in zip(metrics["constraints"].values(), senses, strict=True):
-        v = c["value"] if c["value"] is not None else math.inf
+        v = c["value"] if c["value"] is not None and not math.isnan(c["value"]) else math.inf
         rows += [v] if sense == "<=" else [v, -v]
     return rows
 
@@ -165,13 +166,48 @@ def exact_mixture(evaluator: SolutionEvaluator, ds: TabularDataset, scores: torc
     return exact
 
 
+def selection_split(evaluator: SolutionEvaluator, splits: Mapping[str, TabularDataset],
+                    split: str) -> str:
+    """``split`` (``trainer.selection_split``), or ``"train"`` with a warning when the
+    objective or a constraint is undefined there (a subset with no row on that split, e.g. a
+    group absent from validation): the candidates cannot be compared on it.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> from fairgames.rates import error_rate, group, true_positive_rate
+        >>> splits = dict(make_synthetic(n=300, seed=0).items())
+        >>> v = splits["validation"]
+        >>> splits["validation"] = v.subset(torch.nonzero(v.groups["group"] == 0).flatten())
+        >>> ev = SolutionEvaluator(error_rate(), [(true_positive_rate(group("group", "1"))
+        ...                                        >= 0.5).named("tpr1")], "group")
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     selection_split(ev, splits, "validation"), selection_split(ev, splits, "test")
+        ('train', 'test')
+        >>> str(caught[0].message).split(":")[0]
+        "trainer.selection_split='validation'"
+    """
+    if split == "train":
+        return split
+    metrics: dict[str, Any] = {"the objective": evaluator.objective,
+                               **{f"constraint {c.name!r}": c for c in evaluator.constraints}}
+    undefined = empty_subsets(metrics, splits[split], evaluator.chunk)
+    if not undefined:
+        return split
+    warnings.warn(f"trainer.selection_split={split!r}: {', '.join(undefined)} undefined on the "
+                  f"{split} split (a subset with no row there); the best iterate and the "
+                  "stochastic model are chosen on train instead", stacklevel=2)
+    return "train"
+
+
 def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig
                        ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Evaluate the final model, the best iterate and the stochastic model on every split."""
     mixture, scores, final, base = cands.mixture, cands.scores, cands.final, cands.base
     steps = list(mixture.steps or [])
     # Candidates are compared on the selection split (paper 000 [code]: validation).
-    split = trainer.selection_split
+    split = selection_split(evaluator, cands.splits, trainer.selection_split)
     ds = cands.splits[split]
     objectives, rows = candidate_values(evaluator, ds, scores[split], base(split))
     best = best_iterate(objectives, rows)

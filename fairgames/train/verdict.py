@@ -5,7 +5,10 @@ exactly one status from its values ``g`` on train and test and its test interval
 percentile bootstrap interval of :mod:`fairgames.train.intervals`):
 
 * ``undefined`` — "undefined on <split>": ``g`` has no value on the train or the test split
-  (a subset with no row there, or a ratio whose denominator is 0);
+  (a subset with no row there, or a ratio whose denominator is 0). (A run refuses, before its
+  first step, a constraint whose subset has no row in the training split.) Undefined on
+  validation only, the status is read from train and test as below and the sentence ends
+  with "(undefined on validation)";
 * ``not_met`` — "NOT met on train — likely infeasible or too few steps (<what to try>)":
   the train violation exceeds :data:`SLACK` (1e-6, float rounding);
 * ``met`` — the train violation is at most :data:`SLACK` and so is the test violation;
@@ -65,6 +68,8 @@ def constraint_verdict(sense: str, values: Mapping[str, float | None],
         status, text = "not_significant", "met on train, not significant on test"
     else:
         status, text = "missed_on_test", "met on train, NOT met on test (significant)"
+    if status != "undefined" and "validation" in values and values["validation"] is None:
+        text += " (undefined on validation)"   # the selection could not measure it
     return {"status": status, "verdict": text, "train": values.get("train"),
             "test": _listed(intervals.get("test")),
             "values": {s: values.get(s) for s in SPLITS},

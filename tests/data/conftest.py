@@ -1,7 +1,11 @@
-"""Shared helpers of the data tests: packaged raw files, and skip-or-fail when missing."""
+"""Shared helpers of the data tests: packaged raw files (skip-or-fail when missing), and a
+static HTTP server on 127.0.0.1 for the download code."""
 
+import functools
+import http.server
 import importlib.metadata
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,3 +39,25 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FAIRGAMES_CACHE", str(tmp_path_factory.getbasetemp() / "fg-cache"))
     monkeypatch.setenv("FAIRGAMES_OFFLINE", "1")
     monkeypatch.delenv("FAIRGAMES_DATA", raising=False)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A static HTTP server on 127.0.0.1, a free port, serving tmp_path/www."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(www))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield www, f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass

@@ -1,38 +1,13 @@
 """Raw-file resolution: root, cache, package, download (local HTTP server), checksums."""
 
 import dataclasses
-import functools
 import hashlib
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
 
 from fairgames.data import DataError, load
 from fairgames.data.sources import FileSpec, Source, download, resolve
-
-
-@pytest.fixture
-def server(tmp_path):
-    """A static HTTP server on 127.0.0.1, a free port, serving tmp_path/www."""
-    www = tmp_path / "www"
-    www.mkdir()
-    handler = functools.partial(_QuietHandler, directory=str(www))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield www, f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 def _sha(data: bytes) -> str:

@@ -5,6 +5,7 @@ numpy on a batch)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -87,6 +88,40 @@ def test_protected_group_override_by_code_or_name():
         assert built.constraints[0].expression.key() == (
             R.fmeasure(~R.group("sex", "Male")) - R.fmeasure(R.group("sex", "Male"))
             - 0.02).key()
+
+
+@pytest.mark.parametrize("name, tolerance, refused, allowed", [
+    ("equal_opportunity", 1.5, True, r"must lie in \[0, 1\)"),
+    ("equal_opportunity", 1.0, True, r"must lie in \[0, 1\)"),    # vacuous: rates differ < 1
+    ("equal_opportunity", -0.01, True, r"must lie in \[0, 1\)"),
+    ("equal_opportunity", 0.99, False, ""),
+    ("equal_opportunity", 0.0, False, ""),
+    ("kld_error", 0.0, True, "must be > 0"),
+    ("kld_error", 5.0, False, ""),
+    ("neyman_pearson", 1.01, True, r"must lie in \[0, 1\]"),
+    ("neyman_pearson", 1.0, False, ""),
+])
+def test_tolerance_bounds_per_kind_name_the_constraint(name, tolerance, refused, allowed):
+    spec = load_problem(name)
+    (constraint,) = spec.constraints            # each of these problems has one statement
+    if not refused:
+        ProblemSpec(**{**spec.__dict__, "tolerance": tolerance})
+        return
+    with pytest.raises(ProblemError) as info:
+        ProblemSpec(**{**spec.__dict__, "tolerance": tolerance})
+    msg = str(info.value)
+    assert f"problem {name!r}, constraint {constraint!r} " in msg
+    assert f"(tolerance_kind={spec.tolerance_kind})" in msg
+    assert msg.endswith(f"got {tolerance}") and re.search(allowed, msg)
+
+
+def test_a_protected_group_no_statement_reads_is_an_error():
+    spec = load_problem("equal_opportunity")      # every group, not one protected group
+    with pytest.raises(ProblemError, match=r"protected_group='Female' is set but no statement "
+                                           r"reads protected_group .*\['tpr'\]"):
+        ProblemSpec(**{**spec.__dict__, "protected_group": "Female"})
+    # the problems that read it take it
+    ProblemSpec(**{**load_problem("fmeasure_parity").__dict__, "protected_group": "Female"})
 
 
 def test_kld_objectives_and_the_error_bound():

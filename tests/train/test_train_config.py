@@ -136,7 +136,9 @@ def test_an_algorithm_that_cannot_play_the_problem_is_a_config_error(compose_cfg
 
 
 @pytest.mark.parametrize("problem, tolerance, fragment", [
-    ("equal_opportunity", -0.5, "difference of rates and must be >= 0"),
+    ("equal_opportunity", -0.5, r"difference of rates and must lie in \[0, 1\)"),
+    ("equal_opportunity", 1.5, r"constraint 'tpr' \(tolerance_kind=difference\): tolerance is "
+                               r"a difference of rates and must lie in \[0, 1\) .*got 1.5"),
     ("kld_error", 0.0, "ratio and must be > 0"),
     ("neyman_pearson", 1.5, r"bounds a rate and must lie in \[0, 1\]"),
 ])

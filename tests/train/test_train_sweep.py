@@ -62,3 +62,29 @@ def test_scripts_report_errors_clearly(tmp_path):
     assert "trainer.device='gpu': expected one of ['auto', 'cpu', 'cuda']" in bad.stderr
     empty = _script("scripts/frontier.py", str(tmp_path))
     assert empty.returncode == 2 and "no results.json under" in empty.stderr
+
+
+# (overrides, exit status, what stderr says): Hydra's own config errors, ours, a data file's.
+CLI_ERRORS = [
+    (["problem=nosuch"], 2, "Could not find 'problem/nosuch'"),         # unknown group option
+    (["trainer.steps=[1,"], 2, "no viable alternative at input '[1,'"),  # override syntax
+    (["trainer.stepz=10"], 2, "Key 'stepz' not in 'TrainerConfig'"),     # unknown key
+    (["data.protected=colour"], 2, "unknown protected attribute 'colour' for data set 'adult'"),
+    (["data=synthetic", "data.n=300", "data.group_proportions=[1.0,0.0]"], 2,
+     "the training split (180 rows) has no row in a subset the problem reads"),
+    (["data.root=/no/such/dir"], 1, "root='/no/such/dir' is not a directory"),
+]
+
+
+def test_every_config_error_exits_2_with_its_message_and_no_traceback(tmp_path):
+    # One process per case, all at once (each spends its time importing torch and Hydra).
+    procs = [subprocess.Popen([sys.executable, "scripts/train.py", *args,
+                               f"hydra.run.dir={tmp_path / str(i)}"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+             for i, (args, _, _) in enumerate(CLI_ERRORS)]
+    for proc, (args, status, fragment) in zip(procs, CLI_ERRORS, strict=True):
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == status, (args, err[-2000:])
+        assert err.startswith("error: ") and fragment in err, (args, err[-2000:])
+        assert "Traceback" not in err and "HYDRA_FULL_ERROR" not in err, (args, err[-2000:])
