@@ -42,6 +42,7 @@ from fairgames.data import DataError
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
+from fairgames.train.checkpoint import NoCheckpointError
 from fairgames.train.resume import hydra_resume_args
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
@@ -63,7 +64,7 @@ def main(cfg: DictConfig) -> float | None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
         result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
-    except (ConfigError, ProblemError, EmptySubsetError) as e:
+    except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except (DataError, CheckpointError) as e:   # a file missing or damaged: the message says

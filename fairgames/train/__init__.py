@@ -14,6 +14,7 @@ Example:
 from .checkpoint import (
     CheckpointError,
     CheckpointWarning,
+    NoCheckpointError,
     find_checkpoint,
     load_checkpoint,
     read_latest,
@@ -49,6 +50,7 @@ __all__ = [
     "BatchSettings",
     "CheckpointError",
     "CheckpointWarning",
+    "NoCheckpointError",
     "CheckpointSettings",
     "ConfigError",
     "Engine",

@@ -63,6 +63,20 @@ class CheckpointError(RuntimeError):
     """
 
 
+class NoCheckpointError(CheckpointError, FileNotFoundError):
+    """``trainer.resume`` names a place that holds no checkpoint (a config error: the command
+    line exits 2).
+
+    Example:
+        >>> import tempfile
+        >>> try:
+        ...     find_checkpoint(tempfile.mkdtemp(), None)
+        ... except NoCheckpointError as e:
+        ...     print(str(e).split(" at ")[0])
+        trainer.resume: no checkpoint
+    """
+
+
 class CheckpointWarning(UserWarning):
     """The newest checkpoint was unreadable and the previous one is used instead."""
 
@@ -214,7 +228,7 @@ def find_checkpoint(resume: bool | str, run_dir: Path | None) -> Path | None:
     between its two renames) gives its ``checkpoint.pt`` path: :func:`read_latest` falls back.
 
     Raises:
-        FileNotFoundError: naming the path that holds no checkpoint.
+        NoCheckpointError: (a ``FileNotFoundError``) naming the path that holds no checkpoint.
 
     Example:
         >>> import tempfile
@@ -227,14 +241,19 @@ def find_checkpoint(resume: bool | str, run_dir: Path | None) -> Path | None:
         return None
     if resume is True:
         if run_dir is None:
-            raise FileNotFoundError("trainer.resume=true needs a run directory (run_dir)")
+            raise NoCheckpointError("trainer.resume=true needs a run directory (run_dir): "
+                                    "give run_dir=<the run's directory>, or "
+                                    "trainer.resume=<the run's directory>")
         path = run_dir / CHECKPOINT_NAME
     else:
         path = Path(str(resume))
         if path.is_dir():
             path = path / CHECKPOINT_NAME
     if not path.is_file() and not _previous(path).is_file():
-        raise FileNotFoundError(f"trainer.resume: no checkpoint at {path}")
+        raise NoCheckpointError(f"trainer.resume: no checkpoint at {path} (nor "
+                                f"{_previous(path).name}): give the directory of a run that "
+                                f"wrote one (every trainer.checkpoint_every steps, at "
+                                f"trainer.stop_after, on SIGINT/SIGTERM) or its checkpoint.pt")
     return path
 
 

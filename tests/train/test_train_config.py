@@ -12,7 +12,7 @@ from omegaconf.errors import ValidationError
 
 from fairgames.game import PRESETS
 from fairgames.problems import ProblemSyntaxError, available_problems
-from fairgames.train import ConfigError, run, validate
+from fairgames.train import ConfigError, NoCheckpointError, run, validate
 from fairgames.train.data import load_splits
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -115,8 +115,10 @@ def test_a_problem_string_error_points_at_the_token(compose_cfg, tmp_path):
 def test_resume_without_checkpoint_is_clear(compose_cfg, tmp_path):
     cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke",
                       f"trainer.resume={tmp_path}")
-    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+    with pytest.raises(FileNotFoundError, match="no checkpoint at") as info:
         run(cfg)
+    assert isinstance(info.value, NoCheckpointError)        # the CLI's exit status 2
+    assert "give the directory of a run that wrote one" in str(info.value)
 
 
 @pytest.mark.parametrize("algorithm, problem, surrogate, fragment", [

@@ -73,6 +73,7 @@ CLI_ERRORS = [
     (["data=synthetic", "data.n=300", "data.group_proportions=[1.0,0.0]"], 2,
      "the training split (180 rows) has no row in a subset the problem reads"),
     (["data.root=/no/such/dir"], 1, "root='/no/such/dir' is not a directory"),
+    (["trainer.resume=/no/such/run"], 2, "trainer.resume: no checkpoint at /no/such/run"),
 ]
 
 
