@@ -188,8 +188,11 @@ class ExactEvaluator:
             >>> ev = ExactEvaluator({"precision": precision()})
             >>> values = ev.leaf_values(Batch(scores=torch.tensor([-1.0, -2.0]),
             ...                               labels=torch.tensor([1.0, 0.0])))
-            >>> ev.read(values), ev.undefined(values)["precision"][:42]
-            ({'precision': nan}, 'the denominator of [+1·E[true_positive | ')
+            >>> ev.read(values)
+            {'precision': nan}
+            >>> print(ev.undefined(values)["precision"])
+            the denominator of [+1·E[true_positive | all]] / [+1·E[true_positive | all]
+                +1·E[false_positive | all]] is 0 on this split
         """
         assert values.subset_weights is not None
         out: dict[Hashable, str] = {}
