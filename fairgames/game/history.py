@@ -39,6 +39,9 @@ class StepRecord:
         multipliers: ``[M]`` λ used this step.
         slacks: ``[S]`` slacks played this step.
         leaves_true: ``[K]`` the batch's true leaf values (in ``problem.leaves`` order).
+        empty_subsets: the number of the evaluator's subsets with no weight in the batch
+            (averaged over the step's batches; their leaves read running estimates, see
+            :class:`~fairgames.rates.RateEvaluator`), or ``None`` when not known.
     """
 
     step: int
@@ -51,6 +54,7 @@ class StepRecord:
     multipliers: torch.Tensor
     slacks: torch.Tensor
     leaves_true: torch.Tensor
+    empty_subsets: torch.Tensor | None = None
 
     def to_host(self) -> dict[str, Any]:
         """Plain Python values (syncs: call at logging intervals only)."""

@@ -191,9 +191,11 @@ class TrueEvaluation(torch.nn.Module):
         self.nodes = [(i, c, n, [fn(v) for v in vs], cs) for i, c, n, vs, cs in self.nodes]
         return self
 
-    def forward(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, leaves: torch.Tensor, ratio_floor: float | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(objective, constraints [C])`` at leaf values ``[K]``, in their precision (float64
-        for a whole split's exact values)."""
+        for a whole split's exact values). A ratio whose denominator is 0 is undefined (NaN,
+        ±inf) unless ``ratio_floor`` is given: it then reads ``num / ratio_floor``."""
         dt = leaves.dtype if leaves.is_floating_point() else self.a.dtype
         leaves = leaves.to(dt)
         out = self.a.to(dt) @ leaves + self.d.to(dt)
@@ -201,7 +203,10 @@ class TrueEvaluation(torch.nn.Module):
         for i, c, node, vs, cs in self.nodes:
             args = [v.to(dt) @ leaves + k for v, k in zip(vs, cs, strict=True)]
             if isinstance(node, RatioNode):
-                val = args[0] / args[1]
+                den = args[1]
+                if ratio_floor is not None:
+                    den = torch.where(den == 0, ratio_floor, den)
+                val = args[0] / den
             else:
                 val = node.psi(*args)  # type: ignore[attr-defined]
             extra.append((i, c * val))
@@ -435,9 +440,11 @@ class LagrangianTerms(torch.nn.Module):
         return torch.minimum(torch.maximum(slacks, self.slack_lo), self.slack_hi)
 
     # ------------------------------------------------------------------ reporting
-    def truth(self, leaves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The original objective and constraint values ``(f, g [C])`` at leaf values."""
-        return self.original(leaves)
+    def truth(self, leaves: torch.Tensor, ratio_floor: float | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The original objective and constraint values ``(f, g [C])`` at leaf values (see
+        :meth:`TrueEvaluation.forward` for ``ratio_floor``)."""
+        return self.original(leaves, ratio_floor)
 
     @property
     def affine_only(self) -> bool:

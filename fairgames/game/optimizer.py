@@ -400,7 +400,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             bilinear_true=t.bilinear_values(true) if t.num_bilinear else self._empty,
             affine_surrogate=affine_sur, bilinear_surrogate=bilinear_sur,
             ratios=ratios[0] if ratios is not None else None,
-            objective_surrogate=loss.detach())
+            objective_surrogate=loss.detach(), empty_subsets=values.empty_subsets)
 
     def _frozen_loss(self, batch: Batch) -> torch.Tensor:
         """The best-response inner loop's loss: ``⟨c, R̃⟩`` at the frozen costs (formed at the
@@ -533,7 +533,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             objective_surrogate=round.record.objective_surrogate,
             constraints_true=constraints_true, rows_true=rows_true,
             rows_surrogate=rows_surrogate, objective_weight=round.omega,
-            multipliers=round.lam, slacks=round.slacks, leaves_true=round.record.leaves)
+            multipliers=round.lam, slacks=round.slacks, leaves_true=round.record.leaves,
+            empty_subsets=round.record.empty_subsets)
 
     # ------------------------------------------------------------------ logging
     def register_history_hook(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:

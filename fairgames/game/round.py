@@ -34,6 +34,7 @@ class Record:
     bilinear_surrogate: torch.Tensor | None
     ratios: torch.Tensor | None
     objective_surrogate: torch.Tensor
+    empty_subsets: torch.Tensor | None = None   # subsets with no weight in the batch
 
     def add(self, other: Record) -> None:
         self.count += other.count
@@ -152,7 +153,9 @@ class Round:
         if t.affine_only:
             objective, constraints = t.truth_from_rows(leaves, rows)
             return objective, constraints, t.max_violation_from_rows(rows)
-        objective, constraints = t.truth(leaves)
+        # a ratio whose denominator is 0 on the batch reads num / ratio_floor, the value the
+        # game plays (0 for precision or an F-measure): no NaN in the step's record
+        objective, constraints = t.truth(leaves, ratio_floor=t.ratio_floor)
         if constraints.numel():
             # max(g, 0) for g <= 0 rows and |g| for g == 0 rows, in three ops.
             viol = torch.maximum(constraints, -constraints * self._equality).max()

@@ -26,12 +26,19 @@ while the batch reuses the same label / group tensors (a full-batch loop pays th
 Mixtures, probabilities, soft groups, group losses and differentiable weights take the general
 pass, whose graph autograd records op by op; both give the same values.
 
-Denominators: in training mode a subset whose weight in the minibatch is (near) zero uses a
-running estimate of its proportion (an exponential moving average with bias correction, floored
-as TensorFlow Constrained Optimization does), so no NaN appears and no exception is raised
-mid-step; the running state is a buffer (``state_dict``) and is updated only in training mode.
-Whole splits are evaluated exactly in float64 by :meth:`RateEvaluator.evaluate_split`, where a
-subset with no example is an :class:`EmptySubsetError` naming it.
+Empty subsets: a subset is empty in a batch exactly when its weight there is 0 (no row, or
+only rows of weight 0); a tiny weight is not empty and gets its exact rate. An empty subset's
+leaves read a running estimate of their *rate* — a bias-corrected exponential moving average
+of the leaf's values over the batches where its subset was not empty — true, upper and lower
+alike, so the multipliers see no made-up value and θ gets no gradient from them (the
+surrogate leaf is that detached estimate). Before a leaf's first observation the estimate is
+the batch's rate of the same event on the subset's label / baseline part: TPR of an empty
+group reads the batch's TPR, its FP proportion the batch's FP proportion (0 when that part is
+empty too), so a parity constraint on an absent group reads as no difference. No NaN appears
+and no exception is raised mid-step; the count of empty subsets is ``LeafValues.empty_subsets``
+(a device scalar). The running states are buffers (``state_dict``) updated only in training
+mode. Whole splits are evaluated exactly in float64 by :meth:`RateEvaluator.evaluate_split`,
+where a subset with no example is an :class:`EmptySubsetError` naming it.
 
 Example:
     >>> import torch
@@ -77,13 +84,16 @@ class LeafValues(LeafLookup):
     ``flat_bounds``, when set, is ``[upper, lower]`` as one differentiable ``[2K]`` tensor: a
     consumer can take both bounds in one op, and ``upper`` / ``lower`` are then its views,
     made on first access. ``subset_weights`` (whole splits only) are the subsets' total
-    weights ``[K]`` (per leaf; the row counts of an unweighted split)."""
+    weights ``[K]`` (per leaf; the row counts of an unweighted split). ``empty_subsets`` is
+    the number of subsets with no weight in the batch (a device scalar; see the module
+    docstring for what their leaves read)."""
 
     def __init__(self, true: torch.Tensor, upper: torch.Tensor | None,
                  lower: torch.Tensor | None, index: dict[tuple, int],
                  proportions: torch.Tensor | None = None,
                  flat_bounds: torch.Tensor | None = None,
-                 subset_weights: torch.Tensor | None = None) -> None:
+                 subset_weights: torch.Tensor | None = None,
+                 empty_subsets: torch.Tensor | None = None) -> None:
         if (upper is None or lower is None) and flat_bounds is None:
             raise ValueError("give upper and lower, or flat_bounds")
         self.true = true
@@ -92,6 +102,7 @@ class LeafValues(LeafLookup):
         self.proportions = proportions
         self.flat_bounds = flat_bounds
         self.subset_weights = subset_weights
+        self.empty_subsets = empty_subsets
 
     @property
     def upper(self) -> torch.Tensor:
@@ -149,6 +160,17 @@ class _Plan:
     dense: dict[torch.dtype, torch.Tensor] | None = None   # the matrix, when small
     identity: bool = False          # leaf i reads subset i (no gather of the denominators)
     fused: _FusedPlan | None = None  # hard factors only and no group loss: the fused pass
+    fallback: _Rows | None = None   # cell sums → [2K]: each leaf's true numerator and subset
+                                    # weight on its subset's label / baseline part
+
+    def fallback_rates(self, sums: torch.Tensor) -> torch.Tensor:
+        """Each leaf's true rate ``[K]`` on its subset's label / baseline part (0 where that
+        part has no weight): an empty subset's value before any observation."""
+        assert self.fallback is not None
+        out = self.fallback(sums)
+        num, den = out[: self.n_leaves], out[self.n_leaves:]
+        some = den > 0
+        return torch.where(some, num / torch.where(some, den, 1.0), 0.0)
 
     def apply(self, sums: torch.Tensor) -> torch.Tensor:
         """``matrix @ sums``: a dense mat-vec for a small matrix; otherwise gather the
@@ -229,9 +251,11 @@ class _Layout:
     code: torch.Tensor                  # [B] cell of each example
     weights: torch.Tensor | None        # [B] float32
     onehot: torch.Tensor | None         # [cells, B]: weight of example i in its cell
-    dens: torch.Tensor | None = None    # [M] subset weights
+    dens: torch.Tensor | None = None    # [M] subset weights, 1 where empty
+    leaf_dens: torch.Tensor | None = None  # [K] the same per leaf
     total: torch.Tensor | None = None   # the batch's weight
-    keep: torch.Tensor | None = None    # [M] proportion above the floor
+    empty: torch.Tensor | None = None   # [K] the leaf's subset has no weight
+    n_empty: torch.Tensor | None = None  # the number of empty subsets (float32 scalar)
     step: torch.Tensor | None = None    # [M] (1 − decay)·proportion, float64
     prop: torch.Tensor | None = None    # [K] each leaf's subset proportion
 
@@ -243,16 +267,17 @@ class RateEvaluator(torch.nn.Module):
         items: expressions, constraints or leaves whose leaves are registered (de-duplicated by
             structure, in first-seen order).
         surrogate: the θ-player's stand-in for the indicator (``"hinge"`` by default).
-        denominator: ``"batch"`` (default) divides by the subset's weight in the batch, falling
-            back to the running estimate when the subset is (near) empty; ``"running"`` always
-            divides by the running estimate (a ratio of expectations, as TFCO does).
-        decay: decay of the running proportion estimates.
-        floor: the smallest proportion a denominator may take.
+        denominator: ``"batch"`` (default) divides by the subset's weight in the batch;
+            ``"running"`` divides by the running estimate of the subset's proportion times
+            the batch's weight (a ratio of expectations, as TFCO does; the batch's weight
+            while the subset has never been seen). Either way an empty subset's leaves read
+            their running rate estimates (see the module docstring).
+        decay: decay of the running proportion and rate estimates.
     """
 
     def __init__(self, items: Iterable[Expression | Constraint | Leaf],
                  surrogate: Surrogate | str = "hinge", *, denominator: str = "batch",
-                 decay: float = 0.99, floor: float = 1e-6) -> None:
+                 decay: float = 0.99) -> None:
         super().__init__()
         items = list(items)
         leaves = [x for x in items if isinstance(x, Leaf)]
@@ -269,9 +294,7 @@ class RateEvaluator(torch.nn.Module):
             raise ValueError(f"denominator must be 'batch' or 'running', got {denominator!r}")
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"decay must lie in [0, 1), got {decay}")
-        if not 0.0 < floor < 1.0:
-            raise ValueError(f"floor must lie in (0, 1), got {floor}")
-        self.denominator, self.decay, self.floor = denominator, decay, floor
+        self.denominator, self.decay = denominator, decay
         subsets: dict[tuple, Subset] = {}
         for lf in self.leaves:
             subsets.setdefault(lf.where.key(), lf.where)
@@ -290,6 +313,11 @@ class RateEvaluator(torch.nn.Module):
         m = len(self.subsets)
         self.register_buffer("running_average", torch.zeros(m, dtype=torch.float64))
         self.register_buffer("running_decay_power", torch.ones((), dtype=torch.float64))
+        # Each leaf's running rate (the leaf values of an empty subset): a moving average
+        # over the batches where its subset had weight, and decay^(those batches).
+        k = len(self.leaves)
+        self.register_buffer("rate_average", torch.zeros(k, dtype=torch.float64))
+        self.register_buffer("rate_decay_power", torch.ones(k, dtype=torch.float64))
         self.register_buffer("nonfinite_seen", torch.zeros((), dtype=torch.bool))
         # The fused pass adds each batch's score sum here (one op; NaN/inf stick) instead of
         # testing every score; check_finite and state_dict fold it into nonfinite_seen.
@@ -383,6 +411,15 @@ class RateEvaluator(torch.nn.Module):
             raise TypeError(f"unknown subset node {type(s).__name__}")
 
         membership = [member(s) for s in self.subsets]
+        # Each subset's label / baseline part: the cells whose (label, baseline) some cell of
+        # the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
+        part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
+                + coords.get("baseline", np.zeros(cells, dtype=np.int64)))
+        projected = []
+        for mem in membership:
+            hit = np.zeros(4, dtype=bool)
+            hit[np.unique(part[mem])] = True
+            projected.append(hit[part])
         n_ind, n_loss = len(self.indicators), len(self.losses)
         columns = 1 + 3 * n_ind + n_loss
         ind_pos = {ind: j for j, ind in enumerate(self.indicators)}
@@ -425,6 +462,22 @@ class RateEvaluator(torch.nn.Module):
         for m, mem in enumerate(membership):
             cell_ids = np.nonzero(mem)[0]
             put(3 * k + m, cell_ids, 0, np.ones(len(cell_ids)))
+        n_main = len(rows)
+        for i, lf in enumerate(self.leaves):     # the fallback rows (see _Plan.fallback)
+            cell_ids = np.nonzero(projected[self._leaf_subset[i]])[0]
+            if lf.loss is not None:
+                put(i, cell_ids, 1 + 3 * n_ind + loss_pos[lf.loss.name], np.ones(len(cell_ids)))
+            else:
+                ev = lf.event
+                assert ev is not None
+                put(i, cell_ids, 0, np.asarray(ev.a)[y[cell_ids], o[cell_ids]])
+                if ev.depends_on_model:
+                    put(i, cell_ids, 1 + 3 * ind_pos[ev.indicator],
+                        np.asarray(ev.b)[y[cell_ids], o[cell_ids]])
+            put(k + i, cell_ids, 0, np.ones(len(cell_ids)))
+        fb = [np.concatenate(x[n_main:]) if len(x) > n_main else np.zeros(0, dtype=t)
+              for x, t in ((rows, np.int64), (cols, np.int64), (vals, np.float64))]
+        del rows[n_main:], cols[n_main:], vals[n_main:]
         # The last row is the batch's total weight (the proportions' denominator).
         n_rows = 3 * k + len(self.subsets) + 1
         put(n_rows - 1, np.arange(cells), 0, np.ones(cells))
@@ -438,6 +491,8 @@ class RateEvaluator(torch.nn.Module):
                      torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets),
                      rows, cols, {torch.float64: matrix.values()})
         plan.identity = self._leaf_subset == list(range(len(self.subsets)))
+        plan.fallback = _Rows.build(*(torch.from_numpy(x).to(batch.device) for x in fb),
+                                    2 * k, cells * columns)
         if n_rows * cells * columns <= DENSE_LIMIT:
             plan.dense = {torch.float64: matrix.to_dense()}
         if not soft and not self.losses and n_ind:
@@ -583,13 +638,15 @@ class RateEvaluator(torch.nn.Module):
         if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
             true, bounds = _FusedPass.apply(batch.scores, self, layout, update)
-            return LeafValues(true, None, None, self.index, layout.prop, bounds)
+            return LeafValues(true, None, None, self.index, layout.prop, bounds,
+                              empty_subsets=layout.n_empty)
         sums = self._cell_sums(plan, batch, torch.float32)
         out = plan.apply(sums)
-        nums = out[: 3 * k]
-        den, prop = self._denominators(plan, out, update)
-        true = (nums[:k] / den).detach()
-        return LeafValues(true, nums[k:2 * k] / den, nums[2 * k:] / den, self.index, prop)
+        den, prop, empty, n_empty = self._denominators(plan, out, update)
+        values = self._fill_empty(out[: 3 * k].view(3, k) / den, empty,
+                                  plan.fallback_rates(sums.detach()), update)
+        return LeafValues(values[0].detach(), values[1], values[2], self.index, prop,
+                          empty_subsets=n_empty)
 
     def combination_bound(self, batch: Batch, costs: Callable[[torch.Tensor], torch.Tensor],
                           *, update: bool | None = None) -> tuple[torch.Tensor, LeafValues]:
@@ -627,34 +684,56 @@ class RateEvaluator(torch.nn.Module):
         if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
             value, true, bounds = _FusedBound.apply(batch.scores, self, layout, update, costs)
-            return value, LeafValues(true, None, None, self.index, layout.prop, bounds)
+            return value, LeafValues(true, None, None, self.index, layout.prop, bounds,
+                                     empty_subsets=layout.n_empty)
         values = self._forward(plan, batch, update)
         with torch.no_grad():
             c = costs(values.true)
         return sign_correct_sum(c, values.upper, values.lower), values
 
     def _denominators(self, plan: _Plan, out: torch.Tensor, update: bool
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each leaf's denominator and proportion ``[K]`` from the plan's output (numerators,
-        subset weights, total weight); updates the running estimates when ``update``."""
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each leaf's denominator (1 where its subset is empty), proportion and emptiness
+        ``[K]``, and the number of empty subsets, from the plan's output (numerators, subset
+        weights, total weight); updates the running proportions when ``update``."""
         k, m = plan.n_leaves, plan.n_subsets
         dens, total = out[3 * k: 3 * k + m], out[3 * k + m]
-        prop = dens / total
+        empty = dens <= 0          # exactly: weights are non-negative, a tiny weight counts
+        prop = dens / torch.where(total > 0, total, 1.0)
         if update:
             with torch.no_grad():
                 self.running_average.mul_(self.decay).add_(
                     (1.0 - self.decay) * prop.detach().double())
                 self.running_decay_power.mul_(self.decay)
             self._power_host[0] *= self.decay
-        correction = max(1.0 - self._power_host[0], 1e-300)
-        estimate = (self.running_average / correction).to(prop.dtype).clamp_min(self.floor)
+        den = torch.where(empty, 1.0, dens)
         if self.denominator == "running":
-            den = estimate * total
-        else:
-            den = torch.where(prop > self.floor, dens, estimate * total)
+            correction = max(1.0 - self._power_host[0], 1e-300)
+            estimate = (self.running_average / correction).to(prop.dtype) * total
+            den = torch.where(estimate > 0, estimate, den)
+        n_empty = empty.sum(dtype=torch.float32)
         if plan.identity:
-            return den, prop
-        return den[plan.leaf_subset], prop[plan.leaf_subset]
+            return den, prop, empty, n_empty
+        i = plan.leaf_subset
+        return den[i], prop[i], empty[i], n_empty
+
+    def _fill_empty(self, values: torch.Tensor, empty: torch.Tensor, fallback: torch.Tensor,
+                    update: bool) -> torch.Tensor:
+        """``values`` ``[3, K]`` (true, upper, lower) with each empty-subset leaf's running
+        rate estimate in all three rows (a constant: θ gets no gradient from it; before the
+        leaf's first observation, ``fallback``); with ``update``, the other leaves' true
+        values are first folded into their estimates. Device ops only."""
+        with torch.no_grad():
+            r, p = self.rate_average, self.rate_decay_power
+            if update:
+                true = values[0].detach().double()
+                seen = ~empty & torch.isfinite(true)
+                r.copy_(torch.where(seen, torch.lerp(true, r, self.decay), r))
+                p.copy_(torch.where(seen, p * self.decay, p))
+            observed = p < 1.0
+            estimate = torch.where(observed, r / torch.where(observed, 1.0 - p, 1.0),
+                                   fallback.double()).to(values.dtype)
+        return torch.where(empty, estimate, values)
 
     def _layout(self, plan: _Plan, batch: Batch) -> _Layout:
         """The batch's :class:`_Layout`, cached while its factor tensors and weights are the
@@ -699,31 +778,37 @@ class RateEvaluator(torch.nn.Module):
         return layout
 
     def _layout_denominators(self, layout: _Layout, out: torch.Tensor) -> None:
-        """Fill the layout's subset weights, proportions and running-estimate step from the
-        subset-weight rows ``[M + 1]`` (the last one the total)."""
-        m = layout.plan.n_subsets
-        layout.dens, layout.total = out[:m], out[m]
-        prop = layout.dens / layout.total
-        layout.keep = prop > self.floor
+        """Fill the layout's subset weights (1 where empty), emptiness, proportions and
+        running-estimate step from the subset-weight rows ``[M + 1]`` (the last the total)."""
+        plan = layout.plan
+        m = plan.n_subsets
+        dens, layout.total = out[:m], out[m]
+        empty = dens <= 0          # exactly: weights are non-negative, a tiny weight counts
+        layout.dens = torch.where(empty, 1.0, dens)
+        layout.leaf_dens = layout.dens if plan.identity else layout.dens[plan.leaf_subset]
+        layout.n_empty = empty.sum(dtype=torch.float32)
+        prop = dens / torch.where(layout.total > 0, layout.total, 1.0)
         layout.step = (1.0 - self.decay) * prop.double()
-        layout.prop = prop if layout.plan.identity else prop[layout.plan.leaf_subset]
+        layout.empty = empty if plan.identity else empty[plan.leaf_subset]
+        layout.prop = prop if plan.identity else prop[plan.leaf_subset]
 
     def _fused_denominators(self, layout: _Layout, update: bool) -> torch.Tensor:
-        """Each leaf's denominator ``[K]`` (the layout's weights, or the running estimates of
-        subsets below the floor), after the running update when ``update``."""
+        """Each leaf's denominator ``[K]`` (the layout's weights, 1 for an empty subset, or
+        the running estimates), after the running update when ``update``."""
         if update:
             # r ← step + decay·r in one op (step = (1 − decay)·proportion)
             torch.add(layout.step, self.running_average, alpha=self.decay,  # type: ignore[arg-type]
                       out=self.running_average)
             self.running_decay_power.mul_(self.decay)
             self._power_host[0] *= self.decay
-        estimate = self._estimate_buffer(layout.keep)  # type: ignore[arg-type]
+        if self.denominator == "batch":
+            assert layout.leaf_dens is not None
+            return layout.leaf_dens
+        estimate = self._estimate_buffer(layout.total)  # type: ignore[arg-type]
         torch.div(self.running_average, max(1.0 - self._power_host[0], 1e-300), out=estimate)
-        estimate.clamp_min_(self.floor).mul_(layout.total)
-        if self.denominator == "running":
-            den = estimate.clone()
-        else:
-            den = torch.where(layout.keep, layout.dens, estimate)  # type: ignore[arg-type]
+        estimate.mul_(layout.total)
+        # the batch's weight while the subset has never been seen
+        den = torch.where(estimate > 0, estimate, layout.dens)  # type: ignore[arg-type]
         return den if layout.plan.identity else den[layout.plan.leaf_subset]
 
     def _estimate_buffer(self, like: torch.Tensor) -> torch.Tensor:
@@ -791,7 +876,8 @@ class RateEvaluator(torch.nn.Module):
         k = plan.n_leaves
         n_all = total.reshape(-1, plan.columns)[:, 0].sum()
         return LeafValues(nums[:k] / den, nums[k:2 * k] / den, nums[2 * k:] / den, self.index,
-                          weights / n_all, subset_weights=weights)
+                          weights / n_all, subset_weights=weights,
+                          empty_subsets=(dens <= 0).sum(dtype=torch.float64))
 
     @torch.no_grad()
     def leaf_values_of_sums(self, batch: Batch, sums: torch.Tensor) -> tuple[torch.Tensor,
@@ -836,8 +922,12 @@ class RateEvaluator(torch.nn.Module):
         self._fold_nonfinite()
         super()._save_to_state_dict(destination, prefix, keep_vars)
 
-    def _load_from_state_dict(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        super()._load_from_state_dict(*args, **kwargs)
+    def _load_from_state_dict(self, state_dict, prefix, *args):  # type: ignore[no-untyped-def]
+        missing = [n for n in ("rate_average", "rate_decay_power") if prefix + n not in state_dict]
+        super()._load_from_state_dict(state_dict, prefix, *args)
+        for name in missing:      # a state saved before the rate estimates: none observed
+            args[2].remove(prefix + name)          # missing_keys
+            getattr(self, name).fill_(0.0 if name == "rate_average" else 1.0)
         self._score_total.zero_()
         self._power_host = [float(self.running_decay_power)]   # loading may sync, a step not
 
@@ -891,7 +981,10 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
     if layout.dens is None:
         ev._layout_denominators(layout, fused.den(flat))
     den = ev._fused_denominators(layout, update)
-    values = fused.leaf(flat).view(3, plan.n_leaves) / den
+    # An empty subset's leaves read their running estimates; θ's gradient through them is
+    # already 0 (their cells hold no row of positive weight, and den is 1 there).
+    values = ev._fill_empty(fused.leaf(flat).view(3, plan.n_leaves) / den, layout.empty,  # type: ignore[arg-type]
+                            plan.fallback_rates(flat), update)
     slope = slopes[0] if len(slopes) == 1 else torch.cat(slopes, dim=0)
     return values, den, slope
 

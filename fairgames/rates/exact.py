@@ -9,6 +9,15 @@ such as the F-measure, G-mean or KLD, a group loss), a
 in one pass of :meth:`RateEvaluator.evaluate_split` (float64 cell counts, whole split, given
 as one :class:`Batch` or as chunks).
 
+Undefined values: a rate over a subset with no example, and a ratio whose denominator is 0
+on the split — precision with no predicted positive, an F-measure with neither a positive
+nor a predicted positive, a win/loss ratio with no loss — are *undefined*, not 0:
+:meth:`ExactEvaluator.evaluate` returns NaN for them (a precision of 0 would claim that
+every predicted positive was wrong, when there was none), :meth:`ExactEvaluator.undefined`
+says why, :class:`GroupTable` holds ``None`` (``null`` in ``results.json``), and
+``report.md`` prints "undefined". This is scikit-learn's ``zero_division=np.nan``, not its
+default (0 with an ``UndefinedMetricWarning``).
+
 A real-valued target (``label_kind="real"``, regression) has no confusion matrix; its metrics
 are group losses: :func:`regression_metrics` (MSE, MAE) and the per-group table of
 :class:`GroupTable` (mean target, mean prediction, MSE, MAE). The scores are the predictions.
@@ -36,7 +45,7 @@ from .batch import Batch, split_batches
 from .errors import RatesError
 from .evaluator import LeafValues, RateEvaluator, empty_subset_error
 from .events import ONE
-from .expressions import Constraint, Expression, Leaf, leaves_of
+from .expressions import Constraint, Expression, Leaf, PsiNode, RatioNode, _value, leaves_of
 from .losses import Loss
 from .metrics import (
     error_rate,
@@ -151,7 +160,9 @@ class ExactEvaluator:
         return values
 
     def evaluate(self, split: Batch | Iterable[Batch]) -> dict[Hashable, float]:
-        """Each metric's value on ``split`` (NaN where undefined)."""
+        """Each metric's value on ``split``: NaN where undefined (an empty subset of an
+        optional metric, a ratio with a zero denominator; see the module docstring and
+        :meth:`undefined`)."""
         return self.read(self.leaf_values(split))
 
     def read(self, values: LeafValues) -> dict[Hashable, float]:
@@ -167,6 +178,40 @@ class ExactEvaluator:
             out.append(torch.as_tensor(v, dtype=torch.float64, device=like.device))
         return dict(zip(self.metrics, torch.stack(out).tolist(), strict=True))
 
+    def undefined(self, values: LeafValues) -> dict[Hashable, str]:
+        """Why each metric that is undefined on a split (not finite in :meth:`read`) is,
+        from :meth:`leaf_values` (syncs).
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import Batch, precision
+            >>> ev = ExactEvaluator({"precision": precision()})
+            >>> values = ev.leaf_values(Batch(scores=torch.tensor([-1.0, -2.0]),
+            ...                               labels=torch.tensor([1.0, 0.0])))
+            >>> ev.read(values)
+            {'precision': nan}
+            >>> print(ev.undefined(values)["precision"])
+            the denominator of [+1·E[true_positive | all]] / [+1·E[true_positive | all]
+                +1·E[false_positive | all]] is 0 on this split
+        """
+        assert values.subset_weights is not None
+        out: dict[Hashable, str] = {}
+        for name, v in self.read(values).items():
+            if math.isfinite(v):
+                continue
+            expr = self._leafy[name]
+            empty = [lf.where for lf in expr.leaves()
+                     if float(values.subset_weights[values.position(lf)]) <= 0]
+            if empty:
+                out[name] = "no example (with positive weight) in subset(s): " + ", ".join(
+                    dict.fromkeys(str(w) for w in empty))
+                continue
+            zero = [node for node in _ratios(expr)
+                    if float(_value(Expression(node.denominator), values.true_value)) == 0]
+            out[name] = (f"the denominator of {zero[0]} is 0 on this split" if zero
+                         else f"its value is {v} on this split")
+        return out
+
     def _check_required(self, values: LeafValues) -> None:
         assert values.subset_weights is not None
         if not self._required:
@@ -176,6 +221,17 @@ class ExactEvaluator:
         if empty:
             subsets = {self._required[i].where.key(): self._required[i].where for i in empty}
             raise empty_subset_error(list(subsets.values()))
+
+
+def _ratios(expr: Expression) -> list[RatioNode]:
+    """The ratio nodes of ``expr``, those inside ψ arguments included."""
+    out: list[RatioNode] = []
+    for _, node in expr.nodes:
+        if isinstance(node, RatioNode):
+            out.append(node)
+        elif isinstance(node, PsiNode):
+            out += [r for arg in node.args for r in _ratios(arg)]
+    return out
 
 
 def _count_leaf(where: Subset) -> Leaf:

@@ -54,19 +54,48 @@ class Psi:
         return self.fn(*[torch.as_tensor(a) for a in args])
 
 
+# The means below are exact in value and finite in gradient on their whole domain, boundary
+# included: a surrogate lower bound clamped to the domain sits exactly at 0 in many batches,
+# where a root's derivative is infinite and autograd's chain rule gives inf·0 = NaN. Each takes
+# the root (or quotient) of a safe argument — 1 where the true one is 0 — and selects 0 there
+# with torch.where, so the value is unchanged and the gradient at 0 is 0 (or the limit).
+
+
+def _root(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x^(1/n)`` for ``x >= 0`` with gradient 0 at ``x = 0`` (where the root's is infinite)."""
+    pos = x > 0
+    return torch.where(pos, torch.where(pos, x, 1.0) ** (1.0 / n), 0.0)
+
+
 def _gmean(*u: torch.Tensor) -> torch.Tensor:
     prod = u[0]
     for x in u[1:]:
         prod = prod * x
-    return prod ** (1.0 / len(u))
+    return _root(prod, len(u))
 
 
 def _hmean(*u: torch.Tensor) -> torch.Tensor:
-    return len(u) / sum(1.0 / x for x in u)
+    # n / Σ 1/u_i = n·Π u / Σ_j Π_{i≠j} u_i: finite (the limit) where one argument is 0;
+    # 0 with gradient 0 where two are (both forms' limit value).
+    prod = u[0]
+    for x in u[1:]:
+        prod = prod * x
+    if len(u) == 1:
+        return u[0]
+    den = sum(_product(u[:j] + u[j + 1:]) for j in range(len(u)))
+    pos = den > 0
+    return torch.where(pos, len(u) * prod / torch.where(pos, den, 1.0), 0.0)
+
+
+def _product(xs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    out = xs[0]
+    for x in xs[1:]:
+        out = out * x
+    return out
 
 
 def _rms(*v: torch.Tensor) -> torch.Tensor:
-    return torch.sqrt(sum(x * x for x in v) / len(v))
+    return _root(sum(x * x for x in v) / len(v), 2)
 
 
 def _kld(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

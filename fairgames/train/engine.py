@@ -357,6 +357,7 @@ class Engine:
                                     strict=True)),
             "objective_weight": rec["objective_weight"],
             "slacks": dict(zip(unique_names(terms.slack_names), rec["slacks"], strict=True)),
+            "empty_subsets": rec["empty_subsets"],
         }
         # Surrogate bounds on the last batch (the θ-player's view), in eval mode so that
         # logging draws no random numbers (dropout) and a resumed run logs the same.
@@ -601,6 +602,7 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
         "constraint/max_violation": entry["max_violation"],
         "multiplier/objective_weight": entry["objective_weight"],
         "game/likely_infeasible": float(entry["likely_infeasible"]),
+        "game/empty_subsets": entry.get("empty_subsets"),
     }
     for name, v in entry["constraints"].items():
         out[f"constraint/{name}/value"] = v

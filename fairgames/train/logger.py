@@ -9,8 +9,9 @@ Tags (``/`` groups them in TensorBoard):
 * ``multiplier/<row>`` for every multiplier row, ``multiplier/objective_weight``;
 * ``slack/<name>`` for every slack (ξ, a, b);
 * ``groups/<attribute>=<value>/<rate>`` on the training batch;
-* ``game/likely_infeasible``; at the end, hparams and ``final/<solution>/<split>/<metric>``
-  (all in one event file).
+* ``game/likely_infeasible``; ``game/empty_subsets`` (the step's subsets with no weight in
+  its batch, whose rates read running estimates);
+* at the end, hparams and ``final/<solution>/<split>/<metric>`` (all in one event file).
 
 ``<=`` / ``>=`` in names become ``le`` / ``ge``, and other characters outside
 ``[A-Za-z0-9_.\\-/=\\[\\]]`` become ``_``.

@@ -110,8 +110,8 @@ def write_json(obj: Any, path: Path) -> None:
 
 # --------------------------------------------------------------------------- report.md
 def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "–"
+    if v is None:      # null in results.json: undefined (an empty subset, a 0 denominator)
+        return "undefined"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int):

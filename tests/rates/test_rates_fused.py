@@ -38,11 +38,13 @@ def test_fused_evaluation_of_1000_group_rates_equals_one_by_one():
     torch.testing.assert_close(v.lower.detach(), lower, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grad_fused, grad_single, rtol=1e-4, atol=1e-6)
 
-    # and both equal a numpy per-group count (absent groups: 0)
+    # and both equal a numpy per-group count (groups without positives: the batch's TPR,
+    # the value of an empty subset before any observation)
     c, y, w = codes.numpy(), labels.numpy(), weights.numpy().astype(np.float64)
     hit = (scores.detach().numpy() > 0).astype(np.float64)
     num = np.bincount(c, weights=w * y * hit, minlength=K)
     den = np.bincount(c, weights=w * y, minlength=K)
-    ref = np.divide(num, den, out=np.zeros(K), where=den > 0)
+    overall = (w * y * hit).sum() / (w * y).sum()
+    ref = np.divide(num, den, out=np.full(K, overall), where=den > 0)
     assert (den == 0).any(), "the data should leave some group without positives"
     np.testing.assert_allclose(v.true.numpy(), ref, rtol=1e-5, atol=1e-6)

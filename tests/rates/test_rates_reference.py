@@ -66,6 +66,11 @@ SUBSETS = [
     ("base+&h=c", baseline_positive() & group("h", "c"), lambda r: r.b0 & (r.hard == 2)),
     ("base-", baseline_negative(), lambda r: ~r.b0),
 ]
+# Each subset's label / baseline part (its group and source conditions dropped), as a mask:
+# where a subset is empty in a batch, its leaves read their rate on this part (every example
+# where not listed).
+PARTS = {"~(h=a|y=1)": lambda r: r.y == 0, "base+&h=c": lambda r: r.b0,
+         "base-": lambda r: ~r.b0}
 
 
 def _np_losses() -> dict:
@@ -85,8 +90,8 @@ NP_LOSSES = _np_losses()
 
 # ------------------------------------------------------------------------ references
 def leaf(x: np.ndarray, sw: np.ndarray) -> tuple[float, bool]:
-    """Weighted mean of ``x`` and whether the subset is empty (an empty-in-batch subset's rate
-    is documented as 0: numerator 0 over the floored running denominator)."""
+    """Weighted mean of ``x`` and whether the subset is empty (then 0: the value of an empty
+    subset's label / baseline part; an empty-in-batch subset reads its rate on that part)."""
     d = sw.sum()
     return (float(x @ sw / d), False) if d > 0 else (0.0, True)
 
@@ -230,8 +235,11 @@ def test_helpers_equal_numpy_and_sklearn(rates_data, seed, n, mode, weighted, em
     exprs, names, expected, kinds, empty_subsets = [], [], [], [], set()
     for sname, subset, mask in SUBSETS:
         sw = sw_all * mask(rows)
+        part = sw_all * PARTS.get(sname, lambda r: np.ones(len(r.w), bool))(rows)
         for mname, helper, ref in leaves:
             value, is_empty = ref(rows, sw)
+            if is_empty:   # a fresh evaluator's empty subset: the rate on its part
+                value = ref(rows, part)[0]
             exprs.append(helper(subset))
             names.append(f"{mname}[{sname}]")
             expected.append(value)
@@ -258,7 +266,8 @@ def test_helpers_equal_numpy_and_sklearn(rates_data, seed, n, mode, weighted, em
     values = ev(data.batch())
     actual = np.array([float(e.evaluate(values)) for e in exprs])
     expected = np.array(expected)
-    # Leaves are always compared (0 on an empty-in-batch subset); undefined metrics (0/0) not.
+    # Leaves are always compared (on an empty-in-batch subset: the rate on its label /
+    # baseline part); undefined metrics (0/0) not.
     keep = np.array([k == "leaf" for k in kinds]) | ~np.isnan(expected)
     assert keep.sum() >= len(SUBSETS) * len(leaves)
     kept = [nm for nm, k in zip(names, keep, strict=True) if k]
@@ -316,6 +325,14 @@ def test_hard_group_rates_equal_fairlearn_metricframe(rates_data, seed, n, weigh
     names = [f"{k}[{v}]" for k, v in exprs]
     expected = np.array([frame.overall[k] if v == "overall" else frame.by_group.loc[v, k]
                          for k, v in exprs])
+    # A group with no positives (no negatives) has no TPR (FPR): fairlearn says 0, the
+    # evaluator reads the batch's own rate of that kind (an empty subset's first value).
+    conditioned = {"tpr": y == 1, "recall": y == 1, "fnr": y == 1, "fpr": y == 0, "tnr": y == 0}
+    for i, (k, v) in enumerate(exprs):
+        if k in conditioned and v != "overall":
+            in_group = np.array(rates_data.HARD)[data.hard] == v
+            if not (w * conditioned[k] * in_group).sum() > 0:
+                expected[i] = frame.overall[k]
     actual = np.array([float(e.evaluate(values)) for e in exprs.values()])
     defined = ~np.isnan(expected)
     assert defined.sum() >= len(FAIRLEARN) * 2
@@ -375,12 +392,15 @@ def test_group_loss_with_real_labels(rates_data, seed, n, weighted):
     data = rates_data.make(seed, n, weighted=weighted, label_kind="real")
     rows = data.rows()
     exprs, refs = [], []
-    for _, subset, mask in SUBSETS:
+    for sname, subset, mask in SUBSETS:
         if "y=" in str(subset) or "label" in str(subset):
             continue
+        part = PARTS.get(sname, lambda r: np.ones(len(r.w), bool))
         for name in ("squared", "absolute", "bounded_logistic"):
             exprs.append(R.group_loss(name, subset))
-            refs.append(leaf(NP_LOSSES[name](rows.s, rows.y), rows.w * mask(rows))[0])
+            loss = NP_LOSSES[name](rows.s, rows.y)
+            value, is_empty = leaf(loss, rows.w * mask(rows))
+            refs.append(leaf(loss, rows.w * part(rows))[0] if is_empty else value)
     values = RateEvaluator(exprs)(data.batch())
     actual = [float(e.evaluate(values)) for e in exprs]
     np.testing.assert_allclose(actual, refs, rtol=1e-4, atol=1e-5)

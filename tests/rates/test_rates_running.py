@@ -1,5 +1,5 @@
 """Denominators: empty-in-batch subsets, the running proportion estimates (a bias-corrected
-exponential moving average, floored), their state, and exact whole-split evaluation."""
+exponential moving average), their state, and exact whole-split evaluation."""
 
 from __future__ import annotations
 
@@ -28,19 +28,24 @@ def state(ev: RateEvaluator) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in ev.state_dict().items()}
 
 
-def test_subset_empty_in_the_batch_gives_zero_in_every_mode():
+def test_subset_empty_in_the_batch_reads_the_batch_rate_of_its_kind_in_every_mode():
     exprs = [R.true_positive_rate(group("g", "c")), R.error_rate(group("g", "c")),
              R.positive_prediction_rate(group("g", "a"))]
     batch = make_batch(0, 64, present=(0, 1))
+    w, y = batch.weights.double(), batch.labels.double()
+    hit = (batch.scores > 0).double()
+    tpr, error = float((w * y * hit).sum() / (w * y).sum()), float((w * (hit != y)).sum() / w.sum())
     for denominator in ("batch", "running"):
         ev = RateEvaluator(exprs, denominator=denominator)
         for training in (True, False):
             ev.train(training)
             v = ev(batch)
-            assert v.true[:2].tolist() == [0.0, 0.0]
+            assert v.true[:2].tolist() == pytest.approx([tpr, error], rel=1e-6)
+            assert v.upper[:2].tolist() == v.lower[:2].tolist() == v.true[:2].tolist()
             assert bool(torch.isfinite(v.true).all() & torch.isfinite(v.upper).all()
                         & torch.isfinite(v.lower).all())
             assert 0.0 < float(v.true[2]) < 1.0
+            assert int(v.empty_subsets) == 2
 
 
 def test_running_estimate_is_a_bias_corrected_moving_average():

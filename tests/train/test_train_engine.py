@@ -120,7 +120,7 @@ def test_tensorboard_has_the_expected_tags(eo_run):
     tags = set(ea.Tags()["scalars"])
     expected = {"objective/true", "objective/surrogate", "objective/lagrangian",
                 "constraint/max_violation", "multiplier/objective_weight",
-                "game/likely_infeasible"}
+                "game/likely_infeasible", "game/empty_subsets"}
     for v in ("0", "1"):
         expected |= {f"constraint/tpr[{v}]/{k}" for k in
                      ("value", "violation", "surrogate_value", "surrogate_violation")}
