@@ -47,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -86,7 +87,9 @@ class FiniteGuard:
         self._estimates: list[torch.Tensor] = []
         self._estimates_saved: list[torch.Tensor] = []
         self.first_bad = torch.full((), -1, dtype=torch.int64, device=device)
-        self.kinds = torch.zeros(len(KINDS), dtype=torch.bool, device=device)
+        # The tested values of the first bad step (scores, weights, loss, each gradient's
+        # largest magnitude), read by check() to say what was non-finite.
+        self.values = torch.zeros(3, device=device)
         self.count = torch.zeros((), dtype=torch.int64, device=device)
         self._zero = torch.zeros((), device=device)
         self._scores: torch.Tensor | None = None
@@ -101,14 +104,14 @@ class FiniteGuard:
             self._save_estimates()
         s = batch.scores if batch.scores is not None else batch.probabilities
         assert s is not None
-        total = torch.sum(s.detach(), dtype=torch.float32)
-        self._scores = total if self._scores is None else self._scores + total
-        w = batch.weights
-        if w is not None:
-            w = w.detach()
-            # sum: NaN / +inf stick; ÷ (min ≥ 0): a negative weight turns it into ±inf or NaN
-            total = torch.sum(w, dtype=torch.float32) / (w.min() >= 0)
-            self._weights = total if self._weights is None else self._weights + total
+        with torch.no_grad():
+            total = torch.sum(s, dtype=torch.float32)
+            self._scores = total if self._scores is None else self._scores + total
+            w = batch.weights
+            if w is not None:
+                # sum: NaN and +inf stick; ÷ (min ≥ 0): a negative weight makes it ±inf or NaN
+                total = torch.sum(w, dtype=torch.float32) / (w.min() >= 0)
+                self._weights = total if self._weights is None else self._weights + total
 
     def _save_estimates(self) -> None:
         """Copy the evaluator's running estimates (its public floating-point buffers): a pass
@@ -163,19 +166,19 @@ class FiniteGuard:
         grads = [p.grad for group in optimizer.param_groups for p in group["params"]
                  if gradients and p.grad is not None and p.grad.device == self.device]
         zero = self._zero
-        largest = (torch.stack(torch._foreach_norm(grads, float("inf"))).amax() if grads
-                   else zero)
-        values = torch.stack([zero if self._scores is None else self._scores,
-                              zero if self._weights is None else self._weights,
-                              loss.detach(), largest])
-        self.forget()
         with torch.no_grad():
-            bad = ~torch.isfinite(values)
-            skipped = bad.any()
+            values = torch.stack([zero if self._scores is None else self._scores,
+                                  zero if self._weights is None else self._weights, loss,
+                                  *(torch._foreach_norm(grads, float("inf")) if grads else ())])
+            self.forget()
+            # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
+            skipped = (values.sum() * 0).ne(0)
             ok = ~skipped
             first = (self.first_bad < 0) & skipped
             self.first_bad.masked_fill_(first, step)
-            torch.where(first, bad, self.kinds, out=self.kinds)
+            if self.values.shape != values.shape:
+                self.values = torch.zeros_like(values)
+            torch.where(first, values, self.values, out=self.values)
             self.count.add_(skipped)
             self._restore(optimizer, ok, skipped)
             for live, old in zip(self._estimates, self._estimates_saved, strict=True):
@@ -197,14 +200,16 @@ class FiniteGuard:
     def check(self) -> None:
         """Raise :class:`NonFiniteStepError` if a step since the last check was skipped
         (one sync); the flag is then reset."""
-        first, count, *kinds = torch.cat([self.first_bad.reshape(1), self.count.reshape(1),
-                                          self.kinds.long()]).tolist()
+        first, count, *values = torch.cat([self.first_bad.reshape(1).double(),
+                                           self.count.reshape(1).double(),
+                                           self.values.double()]).tolist()
         if first < 0:
             return
+        first, count = int(first), int(count)
         self.first_bad.fill_(-1)
         self.count.zero_()
-        self.kinds.zero_()
-        what = tuple(k for k, b in zip(KINDS, kinds, strict=True) if b)
+        bad = [not math.isfinite(v) for v in values]
+        what = tuple(k for k, b in zip(KINDS, [*bad[:3], any(bad[3:])], strict=True) if b)
         raise NonFiniteStepError(
             f"step {first} (counting from 0) met non-finite {', '.join(what)} and was "
             f"skipped: no parameter, multiplier or slack moved ({count} step(s) skipped since "
