@@ -118,19 +118,26 @@ class FiniteGuard:
         on non-finite scores makes them NaN (its sums share one product with the scores)."""
         if self._module is None:
             return
-        live = [b for name, b in self._module.named_buffers()
+        live = self._estimates
+        if not live:       # found once (walking the module's buffers costs more than a copy)
+            live = self._estimates = [
+                b for name, b in self._module.named_buffers()
                 if not name.startswith("_") and b.is_floating_point() and b.device == self.device]
+            if not live:
+                self._module = None
+                return
         saved = self._estimates_saved
         if len(saved) != len(live) or any(a.shape != b.shape or a.dtype != b.dtype
                                           for a, b in zip(saved, live, strict=True)):
             saved = self._estimates_saved = [torch.empty_like(b) for b in live]
-        self._estimates = live
-        if live:
-            torch._foreach_copy_(saved, live)
+        torch._foreach_copy_(saved, live)
 
-    def forget(self) -> None:
-        """Drop the notes (a step's records were discarded)."""
+    def forget(self, *, buffers: bool = False) -> None:
+        """Drop the notes (a step's records were discarded); ``buffers``: find the running
+        estimates' buffers again (a state dict was loaded)."""
         self._scores = self._weights = None
+        if buffers:
+            self._estimates = []
 
     # ------------------------------------------------------------------ per step
     def _tensors(self, optimizer: torch.optim.Optimizer) -> list[tuple[tuple, torch.Tensor]]:

@@ -639,7 +639,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self.steps = int(state["steps"])
         self._pending = None
         self._heldout = None
-        self._guard.forget()
+        self._guard.forget(buffers=True)
 
     def __repr__(self) -> str:
         players = ", ".join(f"{p.name}={_strategy(p)}" for p in self.players)
