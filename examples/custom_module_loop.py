@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         copt.step()
         snapshots.step()
         if step % max(1, steps // 4) == 0:       # reading values syncs: do it at intervals
+            copt.check()     # a step with a NaN/inf score or gradient was skipped: raise
             rec = copt.last
             worst = float(rec.constraints_true.max())
             print(f"step {step}: error {float(rec.objective_true):.4f}, worst constraint "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 import torch
+
+from fairgames.rates.values import code_problem, finite_problem, label_problem
 
 from .errors import DataError
 
@@ -26,6 +28,10 @@ class TabularDataset:
         feature_names: one name per feature column.
         label_name: what the label is (e.g. ``"income>50K"``).
         name: the data set's name.
+        validate: check the values once, here, where the data enters (features finite,
+            labels 0/1 or in [0, 1], group codes in range; one host sync): a training step
+            then never has to. ``False`` only for rows of a data set already checked
+            (:meth:`subset`, :meth:`to` pass it).
 
     Example:
         >>> import torch
@@ -46,8 +52,9 @@ class TabularDataset:
     feature_names: list[str]
     label_name: str
     name: str = ""
+    validate: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, validate: bool = True) -> None:
         f, y = self.features, self.labels
         if not isinstance(f, torch.Tensor) or f.dim() != 2:
             raise DataError(f"features must be a 2-d tensor [N, D], got {_describe(f)}")
@@ -77,6 +84,22 @@ class TabularDataset:
                 raise DataError(f"group codes of {attr!r} must be int64, got {codes.dtype}")
             if codes.device != f.device or y.device != f.device:
                 raise DataError("features, labels and group codes must be on one device")
+        if validate:
+            self._check_values()
+
+    def _check_values(self) -> None:
+        """Labels, group codes and features checked once (one pass each, syncs)."""
+        where = f" of data set {self.name!r}" if self.name else ""
+        problems = [label_problem(self.labels, self.label_kind)]
+        problems += [code_problem(codes, self.group_names[attr], attr, names_field="group_names")
+                     for attr, codes in self.groups.items()]
+        problems.append(finite_problem(
+            self.features, "features must be finite (no NaN or inf)",
+            "impute the missing values (or drop those rows) before building the data set",
+            columns=self.feature_names))
+        problems = [p for p in problems if p is not None]
+        if problems:
+            raise DataError(f"bad values{where}: " + "; and ".join(problems))
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -109,6 +132,7 @@ class TabularDataset:
             features=self.features.to(device),
             labels=self.labels.to(device),
             groups={k: v.to(device) for k, v in self.groups.items()},
+            validate=False,      # the same values, already checked
         )
 
     def subset(self, index: torch.Tensor) -> TabularDataset:
@@ -135,6 +159,7 @@ class TabularDataset:
             features=self.features[index],
             labels=self.labels[index],
             groups={k: v[index] for k, v in self.groups.items()},
+            validate=False,      # rows of a checked data set (no sync per minibatch)
         )
 
     # ------------------------------------------------------------------ groups
@@ -208,6 +233,25 @@ class DatasetSplits:
     validation: TabularDataset
     test: TabularDataset
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Each split checked its own values; a group code means the same value in all three
+        # only when they share the value names (and a model fits all three only with one
+        # feature layout and label kind).
+        for part, ds in self.items():
+            if not isinstance(ds, TabularDataset):
+                raise DataError(f"the {part} split must be a TabularDataset, got "
+                                f"{type(ds).__name__}")
+        train = self.train
+        for part, ds in self.items()[1:]:
+            for what, mine, theirs in (
+                    ("label_kind", train.label_kind, ds.label_kind),
+                    ("feature_names", train.feature_names, ds.feature_names),
+                    ("group_names", train.group_names, ds.group_names)):
+                if mine != theirs:
+                    raise DataError(f"the {part} split's {what} {theirs!r} differ from the "
+                                    f"train split's {mine!r}; build every split with the same "
+                                    "encoders (one value name per group code in all three)")
 
     def to(self, device: torch.device | str) -> DatasetSplits:
         """All three splits moved to ``device``."""

@@ -14,6 +14,7 @@ Example:
 """
 
 from .conjugates import box_argmin, psi_linear_argmin, register_closed_form
+from .finite import NonFiniteStepError
 from .history import InfeasibilityMonitor, StepRecord
 from .lagrangian import LagrangianTerms
 from .optimizer import ConstrainedOptimizer
@@ -62,6 +63,7 @@ __all__ = [
     "CandidateValues", "ConfigKey", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
     "FollowTheLeader", "GameContext", "GradientAscent", "GradientPlayer",
     "InfeasibilityMonitor", "LPMixture", "LagrangianTerms", "MonitorPlayer", "MultiplierPlayer",
+    "NonFiniteStepError",
     "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
     "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
     "box_argmin", "default_surrogate", "evaluate_candidates", "get_preset", "load_solution",

@@ -74,8 +74,9 @@ from typing import Any
 import torch
 from torch.optim import optimizer as _torch_optimizer
 
-from fairgames.rates import Batch, LeafValues
+from fairgames.rates import Batch, LeafValues, RatesError
 
+from .finite import FiniteGuard
 from .history import StepRecord
 from .players.base import GameContext, Player
 from .players.multipliers import MultiplierPlayer
@@ -128,6 +129,10 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         monitor_options: options of the :class:`InfeasibilityMonitor`.
         players: extra :class:`~fairgames.game.players.base.Player` s (plug-ins: a
             reweighting adversary, a soft group assignment, ...), played with the preset's.
+        strict: check every batch's values (labels, group codes, weights, finite scores) and
+            every step's finiteness with a host sync, raising at the first bad one — for
+            debugging. Off, a non-finite step is skipped on the device and reported by
+            :meth:`check` (:mod:`fairgames.game.finite`).
     """
 
     def __init__(self, problem: Problem, model_optimizer: torch.optim.Optimizer, *,
@@ -140,7 +145,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                  psi_steps: int = 100, payoffs: Mapping[str, str] | None = None,
                  device: torch.device | str | None = None,
                  monitor_options: Mapping[str, Any] | None = None,
-                 players: Sequence[Player] = ()) -> None:
+                 players: Sequence[Player] = (), strict: bool = False) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a fairgames.game.Problem, got "
                             f"{type(problem).__name__}")
@@ -163,6 +168,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             theta=theta if isinstance(theta, ThetaPlayer) else None, slack_lr=slack_lr,
             psi_steps=psi_steps, monitor_options=dict(monitor_options or {}))
         self._frozen: _FrozenCosts | None = None
+        self.strict = bool(strict)
+        self._guard = FiniteGuard(self.device, self.evaluator)
         self._bind([*self.preset.build_players(problem, self.terms, self.device, options),
                     *players])
         self._equality = torch.tensor(
@@ -259,8 +266,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if not isinstance(batch, Batch):
             raise TypeError(f"lagrangian() takes a fairgames.rates.Batch, got "
                             f"{type(batch).__name__}")
+        if self.strict:
+            batch.check_values()
         for player in self._transformers:
             batch = player.transform(batch)
+        self._guard.note(batch)
         if self._frozen is not None:
             return self._frozen_loss(batch)
         omega, lam = self._weights.weights()
@@ -275,7 +285,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                 used.append(ratios)
                 return c
 
-            loss, values = self.evaluator.combination_bound(batch, costs)
+            try:
+                loss, values = self.evaluator.combination_bound(batch, costs)
+            except (RuntimeError, IndexError) as error:
+                _explain(batch, error)
+                raise
             true, ratios = values.true, used[0]
         elif autocast:
             with torch.autocast(device_type=self.device.type, enabled=False):
@@ -342,6 +356,9 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             raise ValueError(f"record_heldout() needs players that step on records made before "
                              f"step(): {inside} evaluate(s) the model inside step() (a "
                              "best-response θ-player); use a gradient θ-player")
+        if self.strict:
+            batch.check_values()
+        self._guard.note(batch)
         if torch.is_autocast_enabled(self.device.type):
             with torch.autocast(device_type=self.device.type, enabled=False):
                 rec = self._heldout_record(batch)
@@ -453,8 +470,15 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         round = Round(self.terms, omega=omega, lam=lam, take_record=self._take_record,
                       views=self._views, equality=self._equality, empty=self._empty,
                       closure=closure, scaler=scaler)
+        self._guard.save(self.model_optimizer)
         for player in self._grad_players:      # θ: its closure runs with autograd and autocast
             player.play(round)
+        # A non-finite score, weight, loss or gradient: θ is put back and every other player
+        # skips this step through round.ok (a device boolean, as for a step AMP skipped).
+        ok = self._guard.verdict(
+            self.model_optimizer, round.record.objective_surrogate, step=self.steps,
+            gradients=scaler is None or not scaler.is_enabled())   # AMP: the scaler's part
+        round.ok = ok if round.ok is None else round.ok & ok
         with torch.no_grad():
             if torch.is_autocast_enabled(self.device.type):
                 with torch.autocast(device_type=self.device.type, enabled=False):
@@ -469,6 +493,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             for post_hook in (*self._optimizer_step_post_hooks.values(),
                               *_GLOBAL_POST_HOOKS.values()):
                 post_hook(self, (closure,), {"scaler": scaler})
+        if self.strict:
+            self.check()
         return round.loss
 
     def _pre_hooks(self, closure: Callable[[], Any] | None, scaler: Any
@@ -537,6 +563,22 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             empty_subsets=round.record.empty_subsets)
 
     # ------------------------------------------------------------------ logging
+    def check(self) -> None:
+        """Raise :class:`~fairgames.game.finite.NonFiniteStepError` naming the first step
+        since the last check that met a NaN/inf score, weight, loss or gradient (skipped on
+        the device: nothing moved). One sync: call it at log intervals.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import error_rate
+            >>> from fairgames.game import Problem
+            >>> model = torch.nn.Linear(2, 1)
+            >>> copt = ConstrainedOptimizer(Problem(error_rate()),
+            ...                             torch.optim.SGD(model.parameters(), lr=0.1))
+            >>> copt.check()            # nothing went wrong: returns None
+        """
+        self._guard.check()
+
     def register_history_hook(self, hook: Callable[[StepRecord], None]) -> Callable[[], None]:
         """Call ``hook(record)`` after every step with device tensors (no sync is made; the
         hook decides when to read them). Returns a function that removes the hook."""
@@ -598,6 +640,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self.steps = int(state["steps"])
         self._pending = None
         self._heldout = None
+        self._guard.forget(buffers=True)
 
     def __repr__(self) -> str:
         players = ", ".join(f"{p.name}={_strategy(p)}" for p in self.players)
@@ -607,6 +650,15 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
 
 def _strategy(player: Player) -> str:
     return getattr(player, "strategy", type(player).__name__)
+
+
+def _explain(batch: Batch, error: Exception) -> None:
+    """Raise the clear error of a batch whose values broke the fused pass (labels outside
+    {0, 1}, group codes out of range; the pass indexes with them), if that is the cause."""
+    try:
+        batch.check_values()      # syncs: only on the way out of a failed step
+    except RatesError as clear:
+        raise clear from error
 
 
 def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:

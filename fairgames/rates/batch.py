@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .errors import RatesError
+from .errors import NonFiniteScoresError, RatesError
+from .values import code_problem, finite_problem, label_problem, weight_problem
 
 LABEL_KINDS = ("binary", "real")
 
@@ -157,18 +158,15 @@ class Batch:
         return self.groups[attribute].is_floating_point()
 
     def check_values(self) -> None:
-        """Check values (syncs with the device): labels, codes, memberships, weights, NaN."""
-        y = self.labels
-        if not bool(torch.isfinite(y).all()):
-            raise RatesError("labels contain NaN or inf")
-        if self.label_kind == "binary" and not bool(((y == 0) | (y == 1)).all()):
-            raise RatesError("binary labels must be 0 or 1; declare label_kind='real' for "
-                             "regression targets")
-        if self.label_kind == "real" and not bool(((y >= 0) & (y <= 1)).all()):
-            raise RatesError("real labels must lie in [0, 1]")
-        if self.weights is not None and not bool(
-                (torch.isfinite(self.weights) & (self.weights >= 0)).all()):
-            raise RatesError("weights must be finite and non-negative")
+        """Check values (syncs with the device): labels, codes, memberships, weights, NaN.
+
+        Each error names the problem, the first offending rows with their values and the
+        remedy (:mod:`fairgames.rates.values`)."""
+        problem = label_problem(self.labels, self.label_kind)
+        if problem is None and self.weights is not None:
+            problem = weight_problem(self.weights)
+        if problem is not None:
+            raise RatesError(problem)
         for name, g in self.groups.items():
             if g.is_floating_point():
                 ok = torch.isfinite(g).all() & (g >= 0).all() & (g.sum(1) <= 1 + 1e-5).all()
@@ -176,18 +174,21 @@ class Batch:
                     raise RatesError(f"soft group {name!r}: memberships must lie in [0, 1] and "
                                      "each row must sum to at most 1")
             else:
-                n = len(self.group_values[name])
-                if not bool(((g >= 0) & (g < n)).all()):
-                    raise RatesError(f"group {name!r}: codes must lie in 0..{n - 1} "
-                                     f"(values {self.group_values[name]})")
+                problem = code_problem(g, self.group_values[name], name)
+                if problem is not None:
+                    raise RatesError(problem)
         if self.sources is not None:
             n = len(self.source_names or [])
             if not bool(((self.sources >= 0) & (self.sources < n)).all()):
                 raise RatesError(f"sources must lie in 0..{n - 1}")
-        if self.scores is not None and not bool(torch.isfinite(self.scores).all()):
-            from .errors import NonFiniteScoresError
-
-            raise NonFiniteScoresError("scores contain NaN or inf")
+        if self.scores is not None:
+            s = self.scores.detach()
+            problem = finite_problem(
+                s.T if s.dim() == 2 else s, "scores contain NaN or inf",
+                "the model produced them: lower the learning rate, clip the gradients, or "
+                "look for NaN/inf in the features")
+            if problem is not None:
+                raise NonFiniteScoresError(problem)
         if self.probabilities is not None:
             p = self.probabilities
             if not bool(((p >= 0) & (p <= 1)).all()):

@@ -979,7 +979,10 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
         sums = sums.t()
     flat = sums.reshape(-1)
     if layout.dens is None:
-        ev._layout_denominators(layout, fused.den(flat))
+        # The subsets' weights read only the ones column, but one product over all sums:
+        # a NaN/inf score would make them NaN (0·NaN), and the layout is cached for the
+        # next batch with the same label/group tensors (a skipped non-finite step).
+        ev._layout_denominators(layout, fused.den(torch.nan_to_num(flat)))
     den = ev._fused_denominators(layout, update)
     # An empty subset's leaves read their running estimates; θ's gradient through them is
     # already 0 (their cells hold no row of positive weight, and den is 1 there).

@@ -48,7 +48,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fairgames.data import MinibatchSampler, TabularDataset
-from fairgames.game import ConstrainedOptimizer
+from fairgames.game import ConstrainedOptimizer, NonFiniteStepError
 from fairgames.game.solutions import SnapshotRecorder
 from fairgames.rates import Batch, EmptySubsetError
 
@@ -340,6 +340,7 @@ class Engine:
         """Read the last step's values (syncs), log them, append them to the history."""
         copt = self.copt
         assert copt.last is not None and self._last is not None
+        self._check_finite()
         rec = copt.last.to_host()
         terms = copt.terms
         names = copt.problem.constraint_names
@@ -380,11 +381,30 @@ class Engine:
         entry["groups"] = batch_group_table(Batch(scores=scores, **{**fields, "weights": None}),
                                             self.protected)
         entry["likely_infeasible"] = copt.likely_infeasible()
-        copt.evaluator.check_finite()
         self.history.append(entry)
         if self.logger is not None:
             self.logger.scalars(self.step, _tags(entry, equality))
         return entry
+
+    def _check_finite(self) -> None:
+        """Stop at a step the game skipped for a non-finite value (one sync, at log time),
+        naming the step and the latest checkpoint."""
+        try:
+            self.copt.check()
+        except NonFiniteStepError as e:
+            # the game counts steps from 0, the engine the steps done: step k is the k+1-th
+            if self.last_checkpoint is None:
+                where = "no checkpoint was written (trainer.checkpoint_every)"
+            else:
+                where = (f"the latest checkpoint is {self.last_checkpoint} (step "
+                         f"{self._saved_step}; the skipped steps left no trace in it)")
+            raise NonFiniteStepError(
+                f"training stopped at step {self.step}: step {e.step + 1} met non-finite "
+                f"{', '.join(e.kinds)} and was skipped ({e.count} step(s) skipped since the "
+                f"last log); {where}. Remedy: lower the learning rate, clip the gradients "
+                "(optimizer.grad_clip), or look for NaN/inf in the model's inputs; then "
+                "retrain or resume",
+                step=e.step, kinds=e.kinds, count=e.count) from e
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

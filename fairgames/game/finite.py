@@ -1,0 +1,226 @@
+"""Non-finite steps: found on the device, skipped by every player, reported at log time.
+
+A NaN or ±inf score, example weight, loss or gradient must not reach the model's weights or
+the multipliers, yet testing for one on the host in every step would force a host-device
+sync. :class:`FiniteGuard` does what AMP's ``GradScaler`` does with ``found_inf``, on the
+device: each :meth:`~fairgames.game.ConstrainedOptimizer.lagrangian` call notes one sum of the
+batch's scores (NaN and inf stick in a sum) and of its weights (a negative weight counts as
+non-finite); at ``step`` the guard copies θ's parameters and optimizer state before θ plays,
+then tests the notes, the recorded loss and the gradients' largest magnitude in one
+``isfinite``, and ``ok`` — a device boolean — masks every update: θ's parameters and
+optimizer state are put back with ``torch.where`` (bit for bit), and the other players skip
+their step through the round's ``ok`` (as for a step the GradScaler skipped). The first bad
+step and what was non-finite in it stay on the device until :meth:`FiniteGuard.check` reads
+them (one sync, meant for log intervals) and raises :class:`NonFiniteStepError`.
+
+The evaluator's running estimates (the subsets' proportions) are put back too; its host
+copy of the estimates' bias correction still counts the skipped step (a small bias of the
+fallback denominator of a near-empty subset for the next few hundred steps; reset when a
+state dict is loaded). The restore is exact for every tensor of θ's optimizer on the game's
+device. State that
+appears at a skipped step (torch optimizers create theirs at the first step) is reset to
+zero, which is how Adam, AdamW, RMSprop and SGD (without dampening) start theirs; a step
+counter kept on the host (a non-capturable torch Adam with a model on a GPU) cannot be
+reset without a sync and still counts the skipped step (``capturable=True`` or
+``fused=True`` keep it on the device).
+
+Example:
+    >>> import torch
+    >>> from fairgames.rates import Batch, error_rate
+    >>> from fairgames.game import ConstrainedOptimizer, Problem
+    >>> model = torch.nn.Linear(2, 1)
+    >>> copt = ConstrainedOptimizer(Problem(error_rate()), torch.optim.SGD(model.parameters(), 0.1))
+    >>> x, y = torch.randn(8, 2), (torch.rand(8) < 0.5).float()
+    >>> x[3, 0] = float("nan")                     # a NaN feature: NaN scores, NaN gradients
+    >>> before = model.weight.detach().clone()
+    >>> copt.zero_grad()
+    >>> copt.lagrangian(Batch(scores=model(x)[:, 0], labels=y)).backward()
+    >>> copt.step()                                # no sync, no error: the step is skipped
+    >>> torch.equal(model.weight, before)
+    True
+    >>> try:
+    ...     copt.check()                           # one sync, at a log interval
+    ... except NonFiniteStepError as e:
+    ...     print(e.step, e.kinds)
+    0 ('scores', 'loss', 'gradients')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from fairgames.rates import Batch, NonFiniteScoresError
+
+KINDS = ("scores", "weights", "loss", "gradients")
+"""What a step's finiteness test looks at, in the order of :attr:`FiniteGuard.kinds`."""
+
+
+class NonFiniteStepError(NonFiniteScoresError):
+    """A training step met a NaN or infinite score, weight, loss or gradient (and was skipped).
+
+    Attributes:
+        step: the first bad step (0-based, as :attr:`~fairgames.game.StepRecord.step`).
+        kinds: what was non-finite at that step (a subset of :data:`KINDS`).
+        count: how many steps were skipped since the last check.
+
+    Example:
+        >>> e = NonFiniteStepError("bad", step=3, kinds=("loss",), count=1)
+        >>> isinstance(e, NonFiniteScoresError), e.step
+        (True, 3)
+    """
+
+    def __init__(self, message: str, *, step: int, kinds: Sequence[str] = (),
+                 count: int = 1) -> None:
+        super().__init__(message)
+        self.step, self.kinds, self.count = step, tuple(kinds), count
+
+
+class FiniteGuard:
+    """The device flag of non-finite steps and the masked restore of θ (see the module)."""
+
+    def __init__(self, device: torch.device, estimates: torch.nn.Module | None = None) -> None:
+        self.device = device
+        self._module = estimates
+        self._estimates: list[torch.Tensor] = []
+        self._estimates_saved: list[torch.Tensor] = []
+        self.first_bad = torch.full((), -1, dtype=torch.int64, device=device)
+        # The tested values of the first bad step (scores, weights, loss, each gradient's
+        # largest magnitude), read by check() to say what was non-finite.
+        self.values = torch.zeros(3, device=device)
+        self.count = torch.zeros((), dtype=torch.int64, device=device)
+        self._zero = torch.zeros((), device=device)
+        self._scores: torch.Tensor | None = None
+        self._weights: torch.Tensor | None = None
+        self._saved: dict[tuple, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ per batch
+    def note(self, batch: Batch) -> None:
+        """Note a batch's scores and weights (two device ops, no sync); the first note of a
+        step also copies the running estimates the batch's pass is about to update."""
+        if self._scores is None:
+            self._save_estimates()
+        s = batch.scores if batch.scores is not None else batch.probabilities
+        assert s is not None
+        with torch.no_grad():
+            total = torch.sum(s, dtype=torch.float32)
+            self._scores = total if self._scores is None else self._scores + total
+            w = batch.weights
+            if w is not None:
+                # sum: NaN and +inf stick; ÷ (min ≥ 0): a negative weight makes it ±inf or NaN
+                total = torch.sum(w, dtype=torch.float32) / (w.min() >= 0)
+                self._weights = total if self._weights is None else self._weights + total
+
+    def _save_estimates(self) -> None:
+        """Copy the evaluator's running estimates (its public floating-point buffers): a pass
+        on non-finite scores makes them NaN (its sums share one product with the scores)."""
+        if self._module is None:
+            return
+        live = self._estimates
+        if not live:       # found once (walking the module's buffers costs more than a copy)
+            live = self._estimates = [
+                b for name, b in self._module.named_buffers()
+                if not name.startswith("_") and b.is_floating_point() and b.device == self.device]
+            if not live:
+                self._module = None
+                return
+        saved = self._estimates_saved
+        if len(saved) != len(live) or any(a.shape != b.shape or a.dtype != b.dtype
+                                          for a, b in zip(saved, live, strict=True)):
+            saved = self._estimates_saved = [torch.empty_like(b) for b in live]
+        torch._foreach_copy_(saved, live)
+
+    def forget(self, *, buffers: bool = False) -> None:
+        """Drop the notes (a step's records were discarded); ``buffers``: find the running
+        estimates' buffers again (a state dict was loaded)."""
+        self._scores = self._weights = None
+        if buffers:
+            self._estimates = []
+
+    # ------------------------------------------------------------------ per step
+    def _tensors(self, optimizer: torch.optim.Optimizer) -> list[tuple[tuple, torch.Tensor]]:
+        """θ's parameters and optimizer state on the game's device, keyed by (parameter,
+        state key): a state tensor an optimizer rebinds is still matched to its copy."""
+        out: list[tuple[tuple, torch.Tensor]] = []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.device != self.device:
+                    continue
+                out.append(((id(p), None), p))
+                for k, v in optimizer.state.get(p, {}).items():
+                    if isinstance(v, torch.Tensor) and v.device == self.device:
+                        out.append(((id(p), k), v))
+        return out
+
+    def save(self, optimizer: torch.optim.Optimizer) -> None:
+        """Copy θ's parameters and optimizer state (on the game's device) before θ plays."""
+        live = self._tensors(optimizer)
+        saved = self._saved
+        if len(saved) != len(live) or any(
+                saved.get(k) is None or saved[k].shape != t.shape or saved[k].dtype != t.dtype
+                for k, t in live):
+            self._saved = saved = {k: torch.empty_like(t) for k, t in live}
+        if live:
+            with torch.no_grad():
+                torch._foreach_copy_([saved[k] for k, _ in live], [t for _, t in live])
+
+    def verdict(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
+                gradients: bool, step: int) -> torch.Tensor:
+        """``ok`` (a device boolean) for this step, with θ restored and the flag set when not.
+        ``gradients=False`` leaves the gradients to a GradScaler (AMP)."""
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if gradients and p.grad is not None and p.grad.device == self.device]
+        zero = self._zero
+        with torch.no_grad():
+            values = torch.stack([zero if self._scores is None else self._scores,
+                                  zero if self._weights is None else self._weights, loss,
+                                  *(torch._foreach_norm(grads, float("inf")) if grads else ())])
+            self.forget()
+            # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
+            skipped = (values.sum() * 0).ne(0)
+            ok = ~skipped
+            first = (self.first_bad < 0) & skipped
+            self.first_bad.masked_fill_(first, step)
+            if self.values.shape != values.shape:
+                self.values = torch.zeros_like(values)
+            torch.where(first, values, self.values, out=self.values)
+            self.count.add_(skipped)
+            self._restore(optimizer, ok, skipped)
+            for live, old in zip(self._estimates, self._estimates_saved, strict=True):
+                torch.where(ok, live, old, out=live)
+        return ok
+
+    def _restore(self, optimizer: torch.optim.Optimizer, ok: torch.Tensor,
+                 skipped: torch.Tensor) -> None:
+        """θ as saved where ``not ok``; state born at this step goes back to zero."""
+        saved = self._saved
+        for key, t in self._tensors(optimizer):
+            old = saved.get(key)
+            if old is not None and old.shape == t.shape and old.dtype == t.dtype:
+                torch.where(ok, t, old, out=t)
+            else:
+                t.masked_fill_(skipped, 0)
+
+    # ------------------------------------------------------------------ at log time
+    def check(self) -> None:
+        """Raise :class:`NonFiniteStepError` if a step since the last check was skipped
+        (one sync); the flag is then reset."""
+        first, count, *values = torch.cat([self.first_bad.reshape(1).double(),
+                                           self.count.reshape(1).double(),
+                                           self.values.double()]).tolist()
+        if first < 0:
+            return
+        first, count = int(first), int(count)
+        self.first_bad.fill_(-1)
+        self.count.zero_()
+        bad = [not math.isfinite(v) for v in values]
+        what = tuple(k for k, b in zip(KINDS, [*bad[:3], any(bad[3:])], strict=True) if b)
+        raise NonFiniteStepError(
+            f"step {first} (counting from 0) met non-finite {', '.join(what)} and was "
+            f"skipped: no parameter, multiplier or slack moved ({count} step(s) skipped since "
+            "the last check). Remedy: lower the learning rate, clip the gradients "
+            "(torch.nn.utils.clip_grad_norm_), look for NaN/inf in the features, or run with "
+            "ConstrainedOptimizer(..., strict=True) to stop at the offending batch",
+            step=first, kinds=what, count=count)
