@@ -104,7 +104,7 @@ class InfeasibilityMonitor:
             self.state.mul_(self.decay).addcmul_(self.gain, x)
         else:
             new = torch.addcmul(self.state * self.decay, self.gain, x)
-            self.state.copy_(torch.where(ok, new, self.state))
+            torch.where(ok, new, self.state, out=self.state)
 
     def summary(self) -> dict[str, float]:
         """Bias-corrected averages as floats (syncs)."""

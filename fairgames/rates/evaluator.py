@@ -160,14 +160,16 @@ class _Plan:
     dense: dict[torch.dtype, torch.Tensor] | None = None   # the matrix, when small
     identity: bool = False          # leaf i reads subset i (no gather of the denominators)
     fused: _FusedPlan | None = None  # hard factors only and no group loss: the fused pass
-    fallback: _Rows | None = None   # cell sums → [2K]: each leaf's true numerator and subset
+    fallback: _Rows | None = None   # part sums → [2K]: each leaf's true numerator and subset
                                     # weight on its subset's label / baseline part
+    fold: torch.Tensor | None = None  # [cells·columns]: the part·columns entry of each sum
 
     def fallback_rates(self, sums: torch.Tensor) -> torch.Tensor:
         """Each leaf's true rate ``[K]`` on its subset's label / baseline part (0 where that
         part has no weight): an empty subset's value before any observation."""
-        assert self.fallback is not None
-        out = self.fallback(sums)
+        assert self.fallback is not None and self.fold is not None
+        parts = torch.zeros(4 * self.columns, dtype=sums.dtype, device=sums.device)
+        out = self.fallback(parts.index_add_(0, self.fold, sums.reshape(-1)))
         num, den = out[: self.n_leaves], out[self.n_leaves:]
         some = den > 0
         return torch.where(some, num / torch.where(some, den, 1.0), 0.0)
@@ -411,15 +413,11 @@ class RateEvaluator(torch.nn.Module):
             raise TypeError(f"unknown subset node {type(s).__name__}")
 
         membership = [member(s) for s in self.subsets]
-        # Each subset's label / baseline part: the cells whose (label, baseline) some cell of
-        # the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
+        # Each subset's label / baseline part: the (label, baseline) pairs, 2·y + o, that some
+        # cell of the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
         part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
                 + coords.get("baseline", np.zeros(cells, dtype=np.int64)))
-        projected = []
-        for mem in membership:
-            hit = np.zeros(4, dtype=bool)
-            hit[np.unique(part[mem])] = True
-            projected.append(hit[part])
+        projected = [np.unique(part[mem]) for mem in membership]
         n_ind, n_loss = len(self.indicators), len(self.losses)
         columns = 1 + 3 * n_ind + n_loss
         ind_pos = {ind: j for j, ind in enumerate(self.indicators)}
@@ -462,22 +460,27 @@ class RateEvaluator(torch.nn.Module):
         for m, mem in enumerate(membership):
             cell_ids = np.nonzero(mem)[0]
             put(3 * k + m, cell_ids, 0, np.ones(len(cell_ids)))
+        # The fallback rows (see _Plan.fallback) read the cell sums folded into the four
+        # parts ([4·columns]: O(cells) once), not the cells: K rows over the cells would
+        # cost O(K·cells) per pass where groups are many.
         n_main = len(rows)
-        for i, lf in enumerate(self.leaves):     # the fallback rows (see _Plan.fallback)
-            cell_ids = np.nonzero(projected[self._leaf_subset[i]])[0]
+        parts = np.arange(4)
+        py, po = parts // 2, parts % 2
+        for i, lf in enumerate(self.leaves):
+            hit = projected[self._leaf_subset[i]]
             if lf.loss is not None:
-                put(i, cell_ids, 1 + 3 * n_ind + loss_pos[lf.loss.name], np.ones(len(cell_ids)))
+                put(i, hit, 1 + 3 * n_ind + loss_pos[lf.loss.name], np.ones(len(hit)))
             else:
                 ev = lf.event
                 assert ev is not None
-                put(i, cell_ids, 0, np.asarray(ev.a)[y[cell_ids], o[cell_ids]])
+                put(i, hit, 0, np.asarray(ev.a)[py[hit], po[hit]])
                 if ev.depends_on_model:
-                    put(i, cell_ids, 1 + 3 * ind_pos[ev.indicator],
-                        np.asarray(ev.b)[y[cell_ids], o[cell_ids]])
-            put(k + i, cell_ids, 0, np.ones(len(cell_ids)))
+                    put(i, hit, 1 + 3 * ind_pos[ev.indicator], np.asarray(ev.b)[py[hit], po[hit]])
+            put(k + i, hit, 0, np.ones(len(hit)))
         fb = [np.concatenate(x[n_main:]) if len(x) > n_main else np.zeros(0, dtype=t)
               for x, t in ((rows, np.int64), (cols, np.int64), (vals, np.float64))]
         del rows[n_main:], cols[n_main:], vals[n_main:]
+        fold = (part[:, None] * columns + np.arange(columns)).reshape(-1)    # cell·col → part
         # The last row is the batch's total weight (the proportions' denominator).
         n_rows = 3 * k + len(self.subsets) + 1
         put(n_rows - 1, np.arange(cells), 0, np.ones(cells))
@@ -492,7 +495,8 @@ class RateEvaluator(torch.nn.Module):
                      rows, cols, {torch.float64: matrix.values()})
         plan.identity = self._leaf_subset == list(range(len(self.subsets)))
         plan.fallback = _Rows.build(*(torch.from_numpy(x).to(batch.device) for x in fb),
-                                    2 * k, cells * columns)
+                                    2 * k, 4 * columns)
+        plan.fold = torch.from_numpy(fold).to(batch.device)
         if n_rows * cells * columns <= DENSE_LIMIT:
             plan.dense = {torch.float64: matrix.to_dense()}
         if not soft and not self.losses and n_ind:

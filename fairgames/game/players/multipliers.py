@@ -92,7 +92,10 @@ class DualContext:
 
 def _commit(target: torch.Tensor, new: torch.Tensor, ok: torch.Tensor | None) -> None:
     with torch.no_grad():
-        target.copy_(new if ok is None else torch.where(ok, new, target))
+        if ok is None:
+            target.copy_(new)
+        else:     # in place: no temporary the size of the state (a K × K matrix)
+            torch.where(ok, new, target, out=target)
 
 
 class MultiplierPlayer(Player):
@@ -244,7 +247,7 @@ class GradientAscent(MultiplierPlayer):
         with torch.no_grad():
             self.lam.copy_(project_l1_ball_nonnegative(self.lam, self.radius))
             for t, old in saved:
-                t.copy_(torch.where(ok, t, old))   # the skipped step leaves no trace
+                torch.where(ok, t, old, out=t)   # the skipped step leaves no trace
 
     def _optimizer_tensors(self) -> list[torch.Tensor]:
         out = [self.lam.data]
@@ -527,8 +530,8 @@ class SwapRegret(MultiplierPlayer):
             self.q.copy_(q)
             self.v.copy_(v)
         else:
-            self.q.copy_(torch.where(ok, q, self.q))
-            self.v.copy_(torch.where(ok, v, self.v))
+            torch.where(ok, q, self.q, out=self.q)      # in place: q is (M + 1) × (M + 1)
+            torch.where(ok, v, self.v, out=self.v)
 
     def saturation(self) -> torch.Tensor:
         return 1.0 - self._weights[0]

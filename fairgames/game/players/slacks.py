@@ -125,7 +125,7 @@ class SlackPlayer(Player):
                 self.slacks.copy_(new)
                 self.started.fill_(True)
             else:
-                self.slacks.copy_(torch.where(ok, new, self.slacks))
+                torch.where(ok, new, self.slacks, out=self.slacks)
                 self.started.copy_(self.started | ok)
         return used
 
