@@ -336,14 +336,26 @@ def run_cooper(problem: str, data: Mapping[str, tuple[np.ndarray, ...]], steps: 
 
 
 # --------------------------------------------------------------------------- the run
+def default_steps_of(problem: str, splits: Any, protected: str, steps: int | None) -> int:
+    """``trainer.steps``, or the step count ``null`` stands for on this problem."""
+    from fairgames.game import default_steps
+    from fairgames.problems import load_problem
+    from fairgames.train.evaluation import statements
+
+    if steps is not None:
+        return int(steps)
+    return default_steps(*statements(load_problem(problem), splits.train, protected))
+
+
 def fitters(problem: str, seed: int, splits: Any, quick: bool
             ) -> dict[str, Callable[[], dict[str, Any]]]:
     """Each method's fit on one (problem, seed), as a call."""
     cfg = compose([f"problem={problem}"])
-    if cfg.trainer.steps is None:       # cooper's step count is fairgames' (full batch)
+    if cfg.trainer.epochs is not None:   # cooper's step count is fairgames' (full batch)
         raise SystemExit("the CLI's default trainer counts epochs, not steps: give cooper's "
                          "step count in benchmarks/time_to_quality.py (fitters)")
-    steps = 100 if quick else int(cfg.trainer.steps)
+    steps = 100 if quick else default_steps_of(problem, splits, str(cfg.data.protected),
+                                               cfg.trainer.steps)
     short = [f"trainer.steps={steps}"] if quick else []
     data = as_numpy(splits, str(cfg.data.protected))
     return {

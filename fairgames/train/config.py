@@ -224,7 +224,10 @@ def algorithm_schema() -> type:
 class TrainerConfig:
     """Steps, batches, device, logging, snapshots and checkpoints.
 
-    * ``steps`` game steps, or ``epochs`` passes over the training split (wins when set);
+    * ``steps`` game steps (``null``: by the problem's family,
+      :func:`~fairgames.game.default_steps` — 500 where every statement is affine in the
+      rates, 1 000 for ratios and ψ), or ``epochs`` passes over the training split (wins
+      when set);
       ``batch_size: null`` is the full batch; ``balanced_batches`` draws every group equally
       (re-weighted to the population); ``device``: ``auto`` / ``cpu`` / ``cuda``.
     * ``log_every``: the logging interval, the only place the loop reads device values.
@@ -272,7 +275,7 @@ class TrainerConfig:
         (200, 128, 50)
     """
 
-    steps: int | None = 1000
+    steps: int | None = None
     epochs: float | None = None
     batch_size: int | None = None
     balanced_batches: bool = False
@@ -500,8 +503,8 @@ def _takers(owners: list[type[Player]]) -> str:
 def _check_trainer_loop(c: DictConfig, check: Checks) -> None:
     """Steps, batches, device and intervals."""
     t = c.trainer
-    if t.epochs is None:
-        check.positive("trainer.steps", t.steps, integer=True)
+    if t.epochs is None:     # steps null: the problem's default (default_steps)
+        check.positive("trainer.steps", t.steps, allow_none=True, integer=True)
     else:
         check.positive("trainer.epochs", t.epochs)
     check.positive("trainer.batch_size", t.batch_size, allow_none=True, integer=True)

@@ -151,6 +151,28 @@ def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDat
     return out
 
 
+def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected: str
+               ) -> tuple[Expression | None, list[Constraint]]:
+    """The objective and constraints of a problem, a spec compiled against the training
+    groups with zeros for the values a run computes first (``unconstrained_<metric>``: they
+    change neither the subsets nor the statements' form).
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> from fairgames.problems import load_problem
+        >>> train = make_synthetic(n=300, seed=0).train
+        >>> objective, constraints = statements(load_problem("kld_error"), train, "group")
+        >>> [c.name for c in constraints]
+        ['error_bound']
+    """
+    if isinstance(problem, ProblemSpec):
+        stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
+        built = problem.build(protected, train.group_names, stand_ins,
+                              train.group_counts(protected))
+        return built.objective, list(built.constraints)
+    return problem.objective, list(problem.constraints.values())
+
+
 def require_training_subsets(problem: ProblemSpec | Problem, train: TabularDataset,
                              protected: str, chunk: int = 65536) -> None:
     """Refuse, before any training, an objective or constraint with a subset (a group, a
@@ -174,13 +196,7 @@ def require_training_subsets(problem: ProblemSpec | Problem, train: TabularDatas
         ...
         fairgames.rates.errors.EmptySubsetError: the training split (...) has no row in ...
     """
-    if isinstance(problem, ProblemSpec):
-        stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
-        built = problem.build(protected, train.group_names, stand_ins,
-                              train.group_counts(protected))
-        objective, constraints = built.objective, built.constraints
-    else:
-        objective, constraints = problem.objective, list(problem.constraints.values())
+    objective, constraints = statements(problem, train, protected)
     metrics: dict[str, Expression | Constraint] = {f"constraint {c.name!r}": c
                                                    for c in constraints}
     if objective is not None:

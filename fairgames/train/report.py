@@ -161,7 +161,7 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     for s in solutions:
         for split in SPLITS:
             m = sol[s][split]
-            # undefined (None: a subset with no row on the split) reads "–", never 0
+            # undefined (None: a subset with no row on the split) reads "undefined", never 0
             violations = [c["violation"] for c in m["constraints"].values()]
             viol = None if None in violations else max(violations, default=0.0)
             rows.append([s, split, m["objective"], *(m[k] for k in headline), viol])

@@ -44,7 +44,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fairgames.data import DatasetSplits
-from fairgames.game import ConstrainedOptimizer, Problem, get_preset
+from fairgames.game import ConstrainedOptimizer, Problem, default_steps, get_preset
 from fairgames.models import build_model
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import error_rate
@@ -69,7 +69,7 @@ from .engine import (
     SnapshotSettings,
     unique_names,
 )
-from .evaluation import SolutionEvaluator, require_training_subsets
+from .evaluation import SolutionEvaluator, require_training_subsets, statements
 from .helpers import (
     ModelFactory,
     OptimizerFactory,
@@ -394,9 +394,11 @@ def _spec_from_config(problem_cfg: Mapping[str, Any]) -> ProblemSpec:
     return ProblemSpec(**{k: v for k, v in problem_cfg.items() if k in keep})
 
 
-def _total_steps(trainer: TrainerConfig, n_train: int) -> int:
+def _total_steps(trainer: TrainerConfig, n_train: int, default: int) -> int:
+    """``trainer.steps``, ``default`` when it is ``None`` (the problem's family), or the steps
+    of ``trainer.epochs``."""
     if trainer.epochs is None:
-        return int(trainer.steps)  # type: ignore[arg-type]
+        return default if trainer.steps is None else int(trainer.steps)
     per_epoch = 1 if trainer.batch_size is None else math.ceil(n_train / trainer.batch_size)
     return max(1, math.ceil(trainer.epochs * per_epoch))
 
@@ -533,6 +535,7 @@ class RunContext:
     main_model: torch.nn.Module | None
     checkpoint_path: Path | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    default_steps: int = 0     # trainer.steps=null's value for this problem (default_steps)
 
 
 @dataclass
@@ -596,7 +599,8 @@ def _load(inputs: RunInputs) -> RunContext:
     train, protected, run_dir = splits.train, inputs.protected, inputs.run_dir
     if protected not in train.groups:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
-    steps = _total_steps(inputs.trainer, len(train))
+    default = default_steps(*statements(inputs.spec, train, protected))
+    steps = _total_steps(inputs.trainer, len(train), default)
     if run_dir is not None:
         ensure_writable(run_dir)
     found = (inputs.checkpoint if inputs.checkpoint is not None
@@ -608,7 +612,8 @@ def _load(inputs: RunInputs) -> RunContext:
             raise ConfigError("trainer.resume: the checkpoint was written with another config:"
                               "\n  " + "\n  ".join(diffs))
     main_model = inputs.model.factory() if inputs.model.first_is_main else None
-    return RunContext(inputs, splits, steps, ckpt, started, main_model, ckpt_path)
+    return RunContext(inputs, splits, steps, ckpt, started, main_model, ckpt_path,
+                      default_steps=default)
 
 
 def _helpers(ctx: RunContext) -> Helpers:
@@ -737,7 +742,7 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                                     inputs.seed)
     rows_file = _write_holdout_rows(run_dir, trainer, holdout_rows)
     # trainer.epochs counts passes over θ's own rows (fewer under constraint_split=holdout).
-    steps = _total_steps(trainer, len(data.train))
+    steps = _total_steps(trainer, len(data.train), ctx.default_steps)
     engine = Engine(
         model, copt, data, steps=steps, grad_clip=inputs.model.grad_clip,
         batches=BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,

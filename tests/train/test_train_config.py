@@ -24,7 +24,7 @@ def test_default_config_is_the_quick_real_job(compose_cfg):
     validate(cfg)
     assert cfg.data.name == "adult" and cfg.data.protected == "sex"
     assert cfg.problem.name == "equal_opportunity"
-    assert cfg.trainer.steps <= 1000 and cfg.trainer.batch_size is None
+    assert cfg.trainer.steps is None and cfg.trainer.batch_size is None   # by the problem
     assert cfg.trainer.device == "auto" and cfg.seed == 0
     # Keys every issue agrees on exist at their documented places.
     for key in ("data.protected", "problem.tolerance", "trainer.steps", "trainer.batch_size",
@@ -110,6 +110,31 @@ def test_a_problem_string_error_points_at_the_token(compose_cfg, tmp_path):
     assert "unknown function 'fmesure'" in e.message and "did you mean 'fmeasure'" in e.message
     assert e.position == 4
     assert str(e).splitlines()[-1] == "      ^^^^^^^"
+
+
+@pytest.mark.parametrize("problem, steps", [
+    # affine in the rates: the game settles by 500 full-batch steps
+    ("equal_opportunity", 500), ("demographic_parity", 500), ("error", 500), ("churn", 500),
+    ("neyman_pearson", 500),
+    # a ratio of rates or a ψ: 1 000 (docs/solved_by_default.md)
+    ("fmeasure_parity", 1000), ("predictive_parity", 1000), ("fmeasure", 1000),
+    ("kld", 1000), ("kld_error", 1000), ("gmean", 1000), ("hmean", 1000), ("qmean", 1000)])
+def test_null_steps_are_the_problem_familys_budget(problem, steps, compose_cfg):
+    from fairgames.data import make_synthetic
+    from fairgames.game import default_steps
+    from fairgames.problems import load_problem
+    from fairgames.train.evaluation import statements
+
+    train = make_synthetic(n=600, seed=0).train
+    spec = load_problem(problem)
+    assert default_steps(*statements(spec, train, "group")) == steps
+
+
+def test_a_run_with_null_steps_plays_the_problems_budget(compose_cfg, tmp_path):
+    cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke", "trainer.steps=null",
+                      "trainer.progress=false")
+    result = run(cfg, run_dir=tmp_path)
+    assert result.results["training"]["steps"] == 500          # equal opportunity: affine
 
 
 def test_resume_without_checkpoint_is_clear(compose_cfg, tmp_path):
