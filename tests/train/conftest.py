@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -56,3 +57,22 @@ def eo_run(train_run) -> RunResult:
 @pytest.fixture(scope="session")
 def unconstrained_run(train_run) -> RunResult:
     return train_run("unc", "problem=error")
+
+
+def _same_run(resumed: RunResult, full: RunResult) -> None:
+    a, b = full.results, resumed.results
+    assert b["solutions"] == a["solutions"]
+    drop = {"seconds"}
+    assert {k: v for k, v in b["training"].items() if k not in drop} == {
+        k: v for k, v in a["training"].items() if k not in drop}
+    assert resumed.engine.history == full.engine.history
+    for (n1, t1), (n2, t2) in zip(full.model.state_dict().items(),
+                                  resumed.model.state_dict().items(), strict=True):
+        assert n1 == n2 and torch.equal(t1, t2), n1
+
+
+@pytest.fixture(scope="session")
+def same_run() -> Callable[[RunResult, RunResult], None]:
+    """``same_run(resumed, full)`` asserts that a resumed run ended exactly as the uninterrupted
+    one: solutions, training record (but its seconds), history and every model tensor."""
+    return _same_run

@@ -68,18 +68,6 @@ def full(train_run):
     return train_run("full", *COMMON)
 
 
-def _same_run(resumed, full) -> None:
-    a, b = full.results, resumed.results
-    assert b["solutions"] == a["solutions"]
-    drop = {"seconds"}
-    assert {k: v for k, v in b["training"].items() if k not in drop} == {
-        k: v for k, v in a["training"].items() if k not in drop}
-    assert resumed.engine.history == full.engine.history
-    for (n1, t1), (n2, t2) in zip(full.model.state_dict().items(),
-                                  resumed.model.state_dict().items(), strict=True):
-        assert n1 == n2 and torch.equal(t1, t2), n1
-
-
 # --------------------------------------------------------------------------- two kept
 def test_the_newest_two_checkpoints_are_kept(tmp_path):
     engine = _engine(tmp_path, steps=15, every=5)
@@ -92,7 +80,8 @@ def test_the_newest_two_checkpoints_are_kept(tmp_path):
     assert _step(tmp_path / "checkpoint.prev.pt") == 10
 
 
-def test_an_unreadable_newest_falls_back_to_the_previous_one(train_run, full, tmp_path):
+def test_an_unreadable_newest_falls_back_to_the_previous_one(train_run, full, tmp_path,
+                                                              same_run):
     train_run("stopped", *COMMON, "trainer.stop_after=47", run_dir=tmp_path)
     assert _step(tmp_path / "checkpoint.pt") == 47 and _step(
         tmp_path / "checkpoint.prev.pt") == 40
@@ -103,7 +92,7 @@ def test_an_unreadable_newest_falls_back_to_the_previous_one(train_run, full, tm
     message = str(caught[0].message)
     assert str(tmp_path / "checkpoint.pt") in message and "truncated" in message
     assert str(tmp_path / "checkpoint.prev.pt") in message
-    _same_run(resumed, full)
+    same_run(resumed, full)
     # the cut file was overwritten, not rotated over the good previous checkpoint
     assert _step(tmp_path / "checkpoint.prev.pt") == 40
 
@@ -257,7 +246,7 @@ KILLED = textwrap.dedent("""
 
 @pytest.mark.parametrize("where", ["write", "rename"])
 def test_a_process_killed_while_writing_a_checkpoint_resumes(train_run, full, tmp_path,
-                                                             where):
+                                                             where, same_run):
     run_dir, marker = tmp_path / "run", tmp_path / "writing"
     script = tmp_path / "killed.py"
     script.write_text(KILLED)
@@ -287,28 +276,29 @@ def test_a_process_killed_while_writing_a_checkpoint_resumes(train_run, full, tm
         assert _step(run_dir / "checkpoint.prev.pt") == 40
         with pytest.warns(CheckpointWarning, match="checkpoint.pt is missing"):
             resumed = train_run("resumed", *COMMON, "trainer.resume=true", run_dir=run_dir)
-    _same_run(resumed, full)
+    same_run(resumed, full)
     assert not tmp.exists()
     assert _step(run_dir / "checkpoint.pt") == 60
 
 
 # --------------------------------------------------------------------------- stop_after
 def test_stop_after_checkpoints_its_step_and_the_resume_ends_like_a_full_run(
-        train_run, full, tmp_path):
+        train_run, full, tmp_path, same_run):
     stopped = train_run("stopped", *COMMON, "trainer.stop_after=47", run_dir=tmp_path)
     assert stopped.stopped and stopped.results is None and stopped.engine.step == 47
     assert stopped.engine.last_checkpoint == tmp_path / "checkpoint.pt"
     assert _step(tmp_path / "checkpoint.pt") == 47
     assert _step(tmp_path / "checkpoint.prev.pt") == 40
     resumed = train_run("resumed", *COMMON, "trainer.resume=true", run_dir=tmp_path)
-    _same_run(resumed, full)
+    same_run(resumed, full)
 
 
 # --------------------------------------------------------------------------- signals
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_mid_step_checkpoints_at_the_step_boundary(train_run, full, tmp_path,
-                                                            monkeypatch, signum, status):
+                                                            monkeypatch, signum, status,
+                                                            same_run):
     real_step = Engine.train_step
 
     def step(self):
@@ -329,7 +319,7 @@ def test_a_signal_mid_step_checkpoints_at_the_step_boundary(train_run, full, tmp
     assert f"trainer.resume={tmp_path}" in str(e)
     assert not (tmp_path / "results.json").exists()
     resumed = train_run("resumed", *COMMON, "trainer.resume=true", run_dir=tmp_path)
-    _same_run(resumed, full)
+    same_run(resumed, full)
 
 
 def _script(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -372,7 +362,7 @@ def test_the_command_line_stops_on_a_signal_and_prints_how_to_resume(tmp_path, s
 
 # --------------------------------------------------------------------------- resume a dir
 def test_resume_from_a_directory_takes_the_stored_config(train_run, compose_cfg, full,
-                                                         tmp_path):
+                                                         tmp_path, same_run):
     from fairgames.train import run
 
     train_run("stopped", *COMMON, "trainer.stop_after=47", run_dir=tmp_path)
@@ -381,7 +371,7 @@ def test_resume_from_a_directory_takes_the_stored_config(train_run, compose_cfg,
     assert resumed.run_dir == tmp_path
     assert resumed.results["config"]["data"]["name"] == "synthetic"
     assert resumed.results["config"]["trainer"]["resume"] == str(tmp_path)
-    _same_run(resumed, full)
+    same_run(resumed, full)
 
 
 def test_resume_refuses_an_explicit_override_that_differs(train_run, compose_cfg, tmp_path):

@@ -177,7 +177,8 @@ def test_report_and_dynamics_plot(eo_run):
      "trainer.constraint_split=validation"],
 ], ids=["minibatch-mlp-ratio", "fullbatch-kld", "minibatch-heldout"])
 def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(train_run, tmp_path,
-                                                               overrides, monkeypatch):
+                                                               overrides, monkeypatch,
+                                                               same_run):
     common = [*overrides, "trainer.steps=60", "trainer.checkpoint_every=20",
               "trainer.log_every=5", "trainer.snapshot_every=3", "trainer.max_snapshots=8"]
     full = train_run("full", *common)
@@ -193,15 +194,7 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(train_run, tmp_pa
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["engine"]["step"] == 40
     assert not list(tmp_path.glob("*.tmp"))
     resumed = train_run("resumed", *common, "trainer.resume=true", run_dir=tmp_path)
-    a, b = full.results, resumed.results
-    assert b["solutions"] == a["solutions"]
-    drop = {"seconds"}
-    assert {k: v for k, v in b["training"].items() if k not in drop} == {
-        k: v for k, v in a["training"].items() if k not in drop}
-    assert resumed.engine.history == full.engine.history
-    for (n1, t1), (n2, t2) in zip(full.model.state_dict().items(),
-                                  resumed.model.state_dict().items(), strict=True):
-        assert n1 == n2 and torch.equal(t1, t2), n1
+    same_run(resumed, full)
     # The killed run's events after the checkpoint were purged: each step is logged once.
     ea = EventAccumulator(str(tmp_path))
     ea.Reload()
