@@ -43,6 +43,7 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
+from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
@@ -107,10 +108,8 @@ def summary_line(run_dir: Path | str | None, results: dict) -> str:
     rec = results["solutions"]["recommended"]
 
     def worst(m: dict) -> str:
-        violations = [c["violation"] for c in m["constraints"].values()]
-        if None in violations:     # a constraint with no row on the split
-            return "undefined"
-        return f"{max(violations, default=0.0):.4f}"
+        v = largest_violation(m)
+        return "undefined" if v is None else f"{v:.4f}"   # None: a constraint with no row
 
     test = rec["test"]
     headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -209,22 +208,6 @@ def require_training_subsets(problem: ProblemSpec | Problem, train: TabularDatas
             f"reads, so its rate is undefined there — {listed}. The split's {protected!r} "
             f"counts: {train.group_counts(protected)}. Use another data.protected, problem "
             "or data split.")
-
-
-def max_violation(metrics: dict[str, Any]) -> float:
-    """The largest constraint violation of :meth:`SolutionEvaluator.evaluate`'s output (or
-    of its ``results.json`` form); NaN when a constraint is undefined on the split.
-
-    Example:
-        >>> max_violation({"constraints": {"a": {"violation": 0.0}, "b": {"violation": 0.2}}})
-        0.2
-        >>> max_violation({"constraints": {"a": {"violation": None}}})
-        nan
-    """
-    violations = [c["violation"] for c in metrics["constraints"].values()]
-    if any(v is None or v != v for v in violations):
-        return math.nan
-    return max(violations, default=0.0)
 
 
 def group_table(ds: TabularDataset, positive: torch.Tensor, attribute: str

@@ -20,9 +20,8 @@ from fairgames.game.solutions import save_solution
 
 from .config import TrainerConfig
 from .engine import Engine, unique_names
-from .evaluation import max_violation
 from .logger import RunLogger
-from .report import SPLITS, plot_dynamics, render_report, write_json
+from .report import SPLITS, largest_violation, plot_dynamics, render_report, write_json
 
 SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",
                   "stochastic": "stochastic.pt", "recommended": "recommended.pt"}
@@ -58,7 +57,8 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
             for key in ("error", "mse", "mae"):      # by label kind: error, or mse and mae
                 if key in m:
                     metrics[f"final/{sol}/{split}/{key}"] = m[key]
-            metrics[f"final/{sol}/{split}/max_violation"] = max_violation(m)
+            worst = largest_violation(m)
+            metrics[f"final/{sol}/{split}/max_violation"] = math.nan if worst is None else worst
     logger.scalars(engine.step, metrics)
     logger.hparams(hparams, metrics)
 

@@ -108,6 +108,24 @@ def write_json(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def largest_violation(metrics: Mapping[str, Any]) -> float | None:
+    """The largest constraint violation of a solution on a split (``results.json``'s form, or
+    :meth:`~fairgames.train.SolutionEvaluator.evaluate`'s); ``None`` when a constraint is
+    undefined there (``None`` or NaN: a subset with no row on the split), 0 without
+    constraints.
+
+    Example:
+        >>> largest_violation({"constraints": {"a": {"violation": 0.0}, "b": {"violation": 0.2}}})
+        0.2
+        >>> largest_violation({"constraints": {"a": {"violation": None}}}) is None
+        True
+    """
+    violations = [c["violation"] for c in metrics["constraints"].values()]
+    if any(v is None or v != v for v in violations):
+        return None
+    return max(violations, default=0.0)
+
+
 # --------------------------------------------------------------------------- report.md
 def _fmt(v: Any, digits: int = 4) -> str:
     if v is None:      # null in results.json: undefined (an empty subset, a 0 denominator)
@@ -162,9 +180,8 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         for split in SPLITS:
             m = sol[s][split]
             # undefined (None: a subset with no row on the split) reads "undefined", never 0
-            violations = [c["violation"] for c in m["constraints"].values()]
-            viol = None if None in violations else max(violations, default=0.0)
-            rows.append([s, split, m["objective"], *(m[k] for k in headline), viol])
+            rows.append([s, split, m["objective"], *(m[k] for k in headline),
+                         largest_violation(m)])
     out += [_table(["solution", "split", "objective", *headline, "max violation"], rows), ""]
     names = list(sol["final"]["test"]["constraints"])
     if names:
