@@ -50,13 +50,14 @@ BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_rati
 RESERVED = ("tolerance", "protected_group", "groups")
 
 
-# Each kind's allowed tolerances: (lowest, highest, whether the highest is allowed, words).
+# Each kind's allowed tolerances: (lowest, whether it is allowed, highest, whether it is
+# allowed, words).
 TOLERANCE_RANGES = {
-    "difference": (0.0, 1.0, False, "is a difference of rates and must lie in [0, 1) (two "
-                   "rates differ by less than 1: at 1 or more the constraint holds for any "
-                   "model)"),
-    "ratio": (0.0, math.inf, False, "is a ratio and must be > 0"),
-    "bound": (0.0, 1.0, True, "bounds a rate and must lie in [0, 1]"),
+    "difference": (0.0, True, 1.0, False, "is a difference of rates and must lie in [0, 1) "
+                   "(two rates differ by less than 1: at 1 or more the constraint holds for "
+                   "any model)"),
+    "ratio": (0.0, False, math.inf, False, "is a ratio and must be > 0"),
+    "bound": (0.0, True, 1.0, True, "bounds a rate and must lie in [0, 1]"),
 }
 
 
@@ -71,9 +72,9 @@ def _check_tolerance(name: str, kind: str, tolerance: float, readers: Sequence[s
         raise ProblemError(f"{where}: tolerance must be finite, got {tolerance}")
     if kind not in TOLERANCE_RANGES:
         return
-    low, high, closed, words = TOLERANCE_RANGES[kind]
-    low_ok = tolerance > low if kind == "ratio" else tolerance >= low
-    high_ok = tolerance <= high if closed else tolerance < high
+    low, low_closed, high, high_closed, words = TOLERANCE_RANGES[kind]
+    low_ok = tolerance >= low if low_closed else tolerance > low
+    high_ok = tolerance <= high if high_closed else tolerance < high
     if not (low_ok and high_ok):
         raise ProblemError(f"{where}: tolerance {words}, got {tolerance}")
 

@@ -68,23 +68,17 @@ def _root(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _gmean(*u: torch.Tensor) -> torch.Tensor:
-    prod = u[0]
-    for x in u[1:]:
-        prod = prod * x
-    return _root(prod, len(u))
+    return _root(_product(u), len(u))
 
 
 def _hmean(*u: torch.Tensor) -> torch.Tensor:
     # n / Σ 1/u_i = n·Π u / Σ_j Π_{i≠j} u_i: finite (the limit) where one argument is 0;
     # 0 with gradient 0 where two are (both forms' limit value).
-    prod = u[0]
-    for x in u[1:]:
-        prod = prod * x
     if len(u) == 1:
         return u[0]
     den = sum(_product(u[:j] + u[j + 1:]) for j in range(len(u)))
     pos = den > 0
-    return torch.where(pos, len(u) * prod / torch.where(pos, den, 1.0), 0.0)
+    return torch.where(pos, len(u) * _product(u) / torch.where(pos, den, 1.0), 0.0)
 
 
 def _product(xs: tuple[torch.Tensor, ...]) -> torch.Tensor:

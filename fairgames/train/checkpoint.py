@@ -126,7 +126,7 @@ def write_checkpoint(state: dict[str, Any], run_dir: str | os.PathLike[str]) -> 
         # overwritten rather than allowed to push the good checkpoint.prev.pt out.
         if zipfile.is_zipfile(path):
             # From here until the next rename, checkpoint.prev.pt is the readable one.
-            os.replace(path, path.with_name(PREVIOUS_NAME))
+            os.replace(path, _previous(path))
         os.replace(_tmp(path), path)
     except OSError as e:
         raise _write_error(path, e) from e
@@ -211,7 +211,7 @@ def _write_error(path: Path, err: OSError) -> CheckpointError:
                  "choose another run_dir"
     else:
         remedy = f"check the disk that holds {directory}"
-    kept = [p.name for p in (path, path.with_name(PREVIOUS_NAME)) if _is_file(p)]
+    kept = [p.name for p in (path, _previous(path)) if _is_file(p)]
     after = (f"the earlier checkpoint ({', '.join(kept)}) is intact: after the fix, resume with "
              f"trainer.resume={directory}" if kept else
              "no earlier checkpoint exists there: after the fix, start the run again (or give "

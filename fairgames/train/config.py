@@ -45,6 +45,7 @@ from fairgames.game.players import (
     watch_strategies,
 )
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
+from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
 
@@ -55,7 +56,6 @@ SPLITS = ("train", "validation", "test")
 CONSTRAINT_SPLITS = ("train", "validation", "holdout")
 STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
-SNAPSHOT_OFFSETS = ("random", "fixed")
 RECOMMEND = ("auto", "final", "best_iterate", "stochastic")
 TUNE_MODES = ("validation",)
 # trainer.tune_grid's keys: the step sizes a tuned run sweeps, and the config keys they scale.

@@ -39,12 +39,17 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
         >>> override_keys(["trainer.steps=5", "problem=kld_error", "+data.n=3", "~seed"])
         ['trainer.steps', 'problem', 'data.n', 'seed']
     """
-    keys = []
-    for item in overrides:
-        key = item.split("=", 1)[0].lstrip("+~").split("@", 1)[0].strip()
-        if key:
-            keys.append(key)
-    return keys
+    return [key for key in map(override_key, overrides) if key]
+
+
+def override_key(override: str) -> str:
+    """The config key (or group) one Hydra command-line override names (``""``: none).
+
+    Example:
+        >>> override_key("+hydra/launcher@hydra.launcher=joblib")
+        'hydra/launcher'
+    """
+    return override.split("=", 1)[0].lstrip("+~").split("@", 1)[0].strip()
 
 
 def resumed_config(stored: Mapping[str, Any], given: Mapping[str, Any],

@@ -49,6 +49,7 @@ from fairgames.game import PRESETS, best_iterate
 
 from .config import TUNE_STEPS, ConfigError
 from .report import clean_numbers, write_json
+from .resume import override_key
 
 TUNE_FILE = "tune.json"
 SWEEP_DIR = "sweep"
@@ -124,14 +125,10 @@ def sweep_overrides(task_overrides: Sequence[str], values: Mapping[str, list[flo
         ('data=adult', 'optimizer.lr=0.05,0.1', 'hydra/launcher=joblib')
     """
     replaced = {**_JOB_SETTINGS, **{k: ",".join(map(repr, v)) for k, v in values.items()}}
-    kept = [o for o in task_overrides if _override_key(o) not in replaced]
+    kept = [o for o in task_overrides if override_key(o) not in replaced]
     return [*kept, *(f"{k}={v}" for k, v in replaced.items()),
             f"hydra/launcher={LAUNCHER}", f"hydra.sweep.dir={_quoted(sweep_dir)}",
             "hydra.sweep.subdir=${hydra.job.num}"]
-
-
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def _quoted(path: Path) -> str:
