@@ -284,12 +284,18 @@ def default_surrogate(objective: Expression | None, constraints: Iterable[Constr
         >>> default_surrogate(kld(f), [error_rate() <= 0.2])
         'sigmoid'
     """
-    exprs = [c.expression for c in constraints]
-    obj = [as_expression(objective)] if objective is not None else []
+    obj, exprs = _expressions(objective, constraints)
     if any(_two_sided_psi(e) for e in obj + exprs):
         return "sigmoid"
     both = any(_has_ratio(e) for e in obj) and any(_has_ratio(e) for e in exprs)
     return "sigmoid" if both else "hinge"
+
+
+def _expressions(objective: Expression | None, constraints: Iterable[Constraint]
+                 ) -> tuple[list[Expression], list[Expression]]:
+    """The objective (a list of none or one) and the constraints' expressions."""
+    obj = [as_expression(objective)] if objective is not None else []
+    return obj, [c.expression for c in constraints]
 
 
 STEPS_AFFINE = 500       # full-batch steps where every statement is affine in the rates
@@ -312,10 +318,8 @@ def default_steps(objective: Expression | None, constraints: Iterable[Constraint
         >>> default_steps(1 - fmeasure(), [fmeasure(f) >= fmeasure() - 0.02])
         1000
     """
-    exprs = [c.expression for c in constraints]
-    if objective is not None:
-        exprs.append(as_expression(objective))
-    return STEPS_NONLINEAR if any(e.nodes for e in exprs) else STEPS_AFFINE
+    obj, exprs = _expressions(objective, constraints)
+    return STEPS_NONLINEAR if any(e.nodes for e in obj + exprs) else STEPS_AFFINE
 
 
 class Problem:
