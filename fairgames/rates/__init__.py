@@ -87,5 +87,6 @@ from .subsets import (
     source,
 )
 from .surrogates import Surrogate, sign_correct_sum, sign_split
+from .thresholds import ThresholdRates, ks_disparity, threshold_grid, threshold_rates
 
 __all__ = [name for name in dir() if not name.startswith("_")]

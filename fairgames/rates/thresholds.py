@@ -1,0 +1,199 @@
+"""Exact threshold rates ``P[f(X) ≥ z | A = a]`` and the KS disparity of real-valued predictions.
+
+Paper 003 (Agarwal, Dudík & Wu 2019) states statistical parity (SP) for a regressor through
+the "≥-CDFs" ``G_a(z) = P[f ≥ z | A = a]`` and ``G(z) = P[f ≥ z]``: the constraint at ``z`` is
+``|γ_{a,z}| ≤ ε`` with ``γ_{a,z} = G_a(z) − G(z)`` (its Eq. 1), on the grid
+``𝒵 = {1/N, …, 1}`` (§4.1; N = 40 in its experiments). The KS disparity of a predictor is
+``max_a sup_z |G_a(z) − G(z)|`` over every real ``z``.
+
+Everything here is computed from sorted predictions, with example weights, and for a
+*randomised* predictor too: a mixture ``Q = Σ_r q_r f_r`` (scores ``[R, n]``, weights ``q``) has
+``G_{Q,a}(z) = Σ_r q_r G_{r,a}(z)`` — the mixture's expectation, never the averaged model's
+(notes §2.4: averaging member predictions changes the CDF and breaks the guarantee). The
+mixture's ``R·n`` (member, example) pairs are one weighted empirical distribution, so one sort
+serves every threshold: ``O(Rn log(Rn))``.
+
+A group with no weight over the rows has undefined rates (NaN) and is left out of the KS
+disparity; a split with no weight at all is an error.
+
+Example:
+    >>> import torch
+    >>> s = torch.tensor([0.1, 0.5, 0.5, 0.9])
+    >>> codes = torch.tensor([0, 0, 1, 1])
+    >>> t = threshold_rates(s, codes, 2, threshold_grid(4))
+    >>> t.overall.tolist()                    # z = 0.25, 0.5, 0.75, 1
+    [0.75, 0.75, 0.25, 0.0]
+    >>> t.groups.tolist()
+    [[0.5, 0.5, 0.0, 0.0], [1.0, 1.0, 0.5, 0.0]]
+    >>> ks_disparity(s, codes, 2)             # at z ∈ (0.1, 0.5]: G_1 = 1, G = 0.75
+    0.25
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+DEFAULT_GRID_SIZE = 40
+"""Paper 003's N (§6): thresholds ``1/40, 2/40, …, 1``."""
+
+
+def threshold_grid(size: int = DEFAULT_GRID_SIZE, *, dtype: torch.dtype = torch.float64,
+                   device: torch.device | str | None = None) -> torch.Tensor:
+    """The grid ``𝒵 = {1/N, 2/N, …, 1}`` of paper 003 §4.1 (it holds 1 and not 0).
+
+    Example:
+        >>> threshold_grid(4).tolist()
+        [0.25, 0.5, 0.75, 1.0]
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"the threshold grid needs a positive whole number of points, "
+                         f"got {size!r}")
+    return torch.arange(1, size + 1, dtype=dtype, device=device) / size
+
+
+@dataclass(frozen=True)
+class ThresholdRates:
+    """``P[f ≥ z | A = a]`` per group (``groups`` ``[G, N]``; NaN rows for groups with no
+    weight) and overall (``overall`` ``[N]``) at ``thresholds`` ``[N]``; ``group_weight`` ``[G]``
+    is each group's total example weight.
+
+    Example:
+        >>> import torch
+        >>> t = threshold_rates(torch.tensor([0.2, 0.8]), torch.tensor([0, 1]), 2,
+        ...                     torch.tensor([0.5]))
+        >>> t.gaps.tolist()                 # γ_{a,z} = G_a(z) − G(z)
+        [[-0.5], [0.5]]
+    """
+
+    thresholds: torch.Tensor
+    groups: torch.Tensor
+    overall: torch.Tensor
+    group_weight: torch.Tensor
+
+    @property
+    def gaps(self) -> torch.Tensor:
+        """``γ_{a,z} = P[f ≥ z | A = a] − P[f ≥ z]`` ``[G, N]`` (paper 003 Eq. 1)."""
+        return self.groups - self.overall
+
+    def disparity(self) -> float:
+        """``max_{a,z} |γ_{a,z}|`` over the groups with weight (the grid's SP violation)."""
+        gaps = self.gaps[self.group_weight > 0]
+        return float(gaps.abs().max()) if gaps.numel() else 0.0
+
+
+def _flatten(scores: torch.Tensor, codes: torch.Tensor, weights: torch.Tensor | None,
+             member_weights: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The mixture's (member, example) pairs as one weighted sample: scores, weights, codes."""
+    if scores.dim() not in (1, 2):
+        raise ValueError(f"scores must be [n] (one predictor) or [R, n] (a mixture's members), "
+                         f"got shape {tuple(scores.shape)}")
+    s = scores.detach().to(torch.float64)
+    s = s.unsqueeze(0) if s.dim() == 1 else s
+    n = s.shape[1]
+    if codes.shape != (n,):
+        raise ValueError(f"group codes must be [{n}] (one per example), got "
+                         f"{tuple(codes.shape)}")
+    if torch.isnan(s).any():
+        raise ValueError("scores contain NaN: threshold rates of NaN predictions are undefined "
+                         "(check the model's outputs)")
+    w = torch.ones(n, dtype=torch.float64) if weights is None else weights.to(torch.float64)
+    if w.shape != (n,) or bool((w < 0).any()):
+        raise ValueError(f"example weights must be [{n}] and non-negative")
+    if member_weights is None:
+        q = torch.full((s.shape[0],), 1.0 / s.shape[0], dtype=torch.float64)
+    else:
+        q = member_weights.detach().to(torch.float64)
+        if q.shape != (s.shape[0],) or bool((q < 0).any()) or float(q.sum()) <= 0:
+            raise ValueError(f"member weights must be [{s.shape[0]}], non-negative, with a "
+                             f"positive sum")
+        q = q / q.sum()
+    pair_w = (q[:, None] * w[None, :].to(q.device)).reshape(-1)
+    pair_codes = codes.to(torch.long).expand(s.shape[0], n).reshape(-1)
+    return s.reshape(-1).cpu(), pair_w.cpu(), pair_codes.cpu()
+
+
+def _descending_cumulative(scores: torch.Tensor, pair_w: torch.Tensor, pair_codes: torch.Tensor,
+                           num_groups: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores sorted descending, and per group the weight of pairs with a score ≥ each
+    (``[P, G]``, ties included), with the groups' totals ``[G]``."""
+    if pair_codes.numel() and (int(pair_codes.min()) < 0 or int(pair_codes.max()) >= num_groups):
+        raise ValueError(f"group codes must lie in [0, {num_groups}); got values from "
+                         f"{int(pair_codes.min())} to {int(pair_codes.max())}")
+    order = torch.argsort(scores, descending=True, stable=True)
+    s = scores[order]
+    one_hot = torch.zeros(s.numel(), num_groups, dtype=torch.float64)
+    one_hot[torch.arange(s.numel()), pair_codes[order]] = pair_w[order]
+    cum = one_hot.cumsum(0)
+    total = cum[-1] if s.numel() else torch.zeros(num_groups, dtype=torch.float64)
+    return s, cum, total
+
+
+def _rates_at(s_desc: torch.Tensor, cum: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Per group, the weight of pairs with score ≥ z for each z ``[N]`` → ``[N, G]``."""
+    ascending = s_desc.flip(0)
+    # pairs with score >= z: P − (number of scores < z)
+    count = s_desc.numel() - torch.searchsorted(ascending, z.to(torch.float64), right=False)
+    padded = torch.cat([torch.zeros(1, cum.shape[1], dtype=cum.dtype), cum])
+    return padded[count]
+
+
+def threshold_rates(scores: torch.Tensor, codes: torch.Tensor, num_groups: int,
+                    thresholds: torch.Tensor, *, weights: torch.Tensor | None = None,
+                    member_weights: torch.Tensor | None = None) -> ThresholdRates:
+    """``P[f ≥ z | A = a]`` and ``P[f ≥ z]`` at every ``z`` in ``thresholds`` (float64, CPU).
+
+    Args:
+        scores: predictions ``[n]``, or a mixture's member predictions ``[R, n]``.
+        codes: group codes ``[n]`` in ``[0, num_groups)``.
+        thresholds: the ``z`` values ``[N]`` (e.g. :func:`threshold_grid`).
+        weights: optional example weights ``[n]``.
+        member_weights: a mixture's weights ``q`` ``[R]`` (uniform when omitted).
+
+    Example:
+        >>> import torch
+        >>> members = torch.tensor([[0.1, 0.9], [0.9, 0.9]])      # two members, two rows
+        >>> t = threshold_rates(members, torch.tensor([0, 1]), 2, torch.tensor([0.5]),
+        ...                     member_weights=torch.tensor([0.25, 0.75]))
+        >>> t.groups.flatten().tolist(), t.overall.tolist()
+        ([0.75, 1.0], [0.875])
+    """
+    s, pair_w, pair_codes = _flatten(scores, codes, weights, member_weights)
+    s_desc, cum, total = _descending_cumulative(s, pair_w, pair_codes, num_groups)
+    if float(total.sum()) <= 0:
+        raise ValueError("threshold rates over a split with no example weight are undefined")
+    at = _rates_at(s_desc, cum, thresholds.detach().reshape(-1).cpu())   # [N, G]
+    groups = (at / total).T.clone()
+    groups[total <= 0] = float("nan")
+    overall = at.sum(1) / total.sum()
+    return ThresholdRates(thresholds.detach().reshape(-1).cpu().to(torch.float64), groups,
+                          overall, total)
+
+
+def ks_disparity(scores: torch.Tensor, codes: torch.Tensor, num_groups: int, *,
+                 weights: torch.Tensor | None = None,
+                 member_weights: torch.Tensor | None = None) -> float:
+    """``max_a sup_z |P[f ≥ z | A = a] − P[f ≥ z]|`` over every real ``z`` (exact).
+
+    The ≥-CDFs are step functions that move only at prediction values, so the supremum is
+    attained at one of them; groups with no weight are left out. Arguments as in
+    :func:`threshold_rates`.
+
+    Example:
+        >>> import torch
+        >>> ks_disparity(torch.tensor([0.0, 1.0]), torch.tensor([0, 1]), 2)
+        0.5
+    """
+    s, pair_w, pair_codes = _flatten(scores, codes, weights, member_weights)
+    s_desc, cum, total = _descending_cumulative(s, pair_w, pair_codes, num_groups)
+    if float(total.sum()) <= 0:
+        raise ValueError("the KS disparity over a split with no example weight is undefined")
+    # the last pair of each run of tied scores carries the rate at that score
+    last_of_tie = torch.ones(s_desc.numel(), dtype=torch.bool)
+    last_of_tie[:-1] = s_desc[1:] != s_desc[:-1]
+    at = cum[last_of_tie]                                   # [T, G]
+    present = total > 0
+    group_rates = at[:, present] / total[present]
+    overall = at.sum(1, keepdim=True) / total.sum()
+    return float((group_rates - overall).abs().max()) if group_rates.numel() else 0.0
