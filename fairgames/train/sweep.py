@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -91,6 +92,36 @@ def frontier(rows: pd.DataFrame, split: str = "test") -> pd.DataFrame:
                 max_violation_mean=("max_violation", "mean")).reset_index()
     out["tolerance"] = out["tolerance"].where(out["tolerance"] >= 0)
     return out.sort_values(["solution", "tolerance"]).reset_index(drop=True)
+
+
+def lower_envelope(x: Sequence[float], y: Sequence[float]) -> list[int]:
+    """Indices of the points on the lower-left convex envelope of ``(x, y)`` (unfairness,
+    loss): the Pareto-optimal points that no mixture of two others beats, sorted by ``x``.
+
+    Mixing two solutions (a randomised predictor) reaches every point on the chord between
+    them, so a point above a chord is dominated by a mixture (paper 003's frontiers; [code]:
+    sort by disparity, keep a decreasing loss, drop points above the chord). Ties in ``x``
+    keep the lowest ``y``; NaN points are left out.
+
+    Example:
+        >>> lower_envelope([0.0, 1.0, 2.0, 0.5, 3.0], [1.0, 0.2, 0.0, 0.9, 0.1])
+        [0, 1, 2]
+    """
+    pts = sorted((float(a), float(b), i) for i, (a, b) in enumerate(zip(x, y, strict=True))
+                 if a == a and b == b)
+    hull: list[tuple[float, float, int]] = []
+    for p in pts:
+        if hull and p[1] >= hull[-1][1]:
+            continue                       # not below the previous point: dominated
+        while len(hull) >= 2 and _cross(hull[-2], hull[-1], p) <= 0:
+            hull.pop()                     # the last point lies on or above the new chord
+        hull.append(p)
+    return [i for _, _, i in hull]
+
+
+def _cross(a: tuple[float, ...], b: tuple[float, ...], c: tuple[float, ...]) -> float:
+    """``> 0`` when ``b`` lies strictly below the chord from ``a`` to ``c``."""
+    return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
 
 
 def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:

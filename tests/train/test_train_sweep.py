@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+
+from fairgames.train.sweep import lower_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +92,32 @@ def test_every_config_error_exits_2_with_its_message_and_no_traceback(tmp_path):
         assert proc.returncode == status, (args, err[-2000:])
         assert err.startswith("error: ") and fragment in err, (args, err[-2000:])
         assert "Traceback" not in err and "HYDRA_FULL_ERROR" not in err, (args, err[-2000:])
+
+
+def _on_envelope_brute_force(x, y, i):
+    """Point i is on the lower-left convex envelope iff no other point is at least as good on
+    both axes and better on one, and no mixture of two points on either side lies strictly
+    below it (O(n³); the reference for lower_envelope)."""
+    n = len(x)
+    for j in range(n):
+        if j != i and x[j] <= x[i] and y[j] <= y[i] and (x[j] < x[i] or y[j] < y[i]):
+            return False
+    for j in range(n):
+        for k in range(n):
+            if x[j] < x[i] < x[k]:
+                t = (x[i] - x[j]) / (x[k] - x[j])
+                if (1 - t) * y[j] + t * y[k] < y[i] - 1e-12:
+                    return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lower_envelope_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 12, size=15) / 10.0      # ties in x are common
+    y = rng.uniform(size=15).round(2)
+    got = lower_envelope(x, y)
+    want = [i for i in range(15) if _on_envelope_brute_force(x, y, i)]
+    # among exact duplicates the envelope keeps one
+    assert sorted({(x[i], y[i]) for i in got}) == sorted({(x[i], y[i]) for i in want})
+    assert [x[i] for i in got] == sorted(x[i] for i in got)
