@@ -132,9 +132,10 @@ def lagrangian_costs(c: torch.Tensor, codes: torch.Tensor, lam: torch.Tensor,
         [[0.1], [-0.1]]
     """
     n = c.shape[1]
-    lam = lam.to(c.dtype)
-    per_group = n * lam / proportions.to(c.dtype)[:, None] - n * lam.sum(0, keepdim=True)
-    return c + per_group[codes]
+    lam = lam.to(c.device, c.dtype)
+    per_group = (n * lam / proportions.to(c.device, c.dtype)[:, None]
+                 - n * lam.sum(0, keepdim=True))
+    return c + per_group[codes.to(c.device)]
 
 
 def prefix_sums(c_lam: torch.Tensor) -> torch.Tensor:

@@ -67,7 +67,8 @@ class ParityGame:
         self.c = costs(loss, sample.y, grid_size)                       # [n, N]
         alpha = 1.0 / grid_size
         # Lemma 1: loss_α(f) = cost^(h_f) + Ê ℓ(Y, α/2)
-        self.offset = clamped_loss(loss, sample.y, torch.tensor(alpha / 2)).mean()
+        half = torch.tensor(alpha / 2, dtype=torch.float64)
+        self.offset = clamped_loss(loss, sample.y, half).mean()
         self.num_multipliers = 2 * sample.num_groups * grid_size
 
     def signed(self, lam: torch.Tensor) -> torch.Tensor:
@@ -117,7 +118,7 @@ class GroupLossGame:
     def best_response(self, lam: torch.Tensor) -> nn.Module:
         s = self.sample
         n = s.y.shape[0]
-        return self.oracle(1.0 / n + (lam.to(torch.float64) / s.counts)[s.codes])
+        return self.oracle(1.0 / n + (lam.to(s.counts.device, torch.float64) / s.counts)[s.codes])
 
     def evaluate(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss^(f), γ̂^BGL(f) − ζ̂ [G])``."""
