@@ -14,9 +14,10 @@ start) and steps ``θ ← θ + η·g(h_t)`` on the true constraint values. At it
 On return the certificates are checked: ``max g(Q̂) ≤ (ρ + 2ν)/B`` (SP: ``|γ̂| ≤ ε̂ +
 (2 + 2ν)/B``; BGL: ``γ̂_a ≤ ζ̂_a + (1 + 2ν)/B``), ``obj(Q̂) ≤ L(Best_h(λ̂), λ̂) + 2ν`` (a lower
 bound on every feasible Q's objective when the oracle is exact — the LS heuristic is not) and
-the iteration count against Theorem 4's bound. A run that stops on the gap but misses the
-violation bound is ``infeasible`` (Algorithm 2's null; for SP it means the oracle found no
-fair mixture), with its evidence.
+the iteration count against Theorem 4's bound (which assumes the default η; the other
+certificates follow from the gap alone and hold at any η). A run that stops on the gap but
+misses the violation bound is ``infeasible`` (Algorithm 2's null; for SP it means the oracle
+found no fair mixture), with its evidence.
 
 Example:
     >>> import torch
@@ -108,7 +109,12 @@ class History:
 @dataclass
 class ReductionResult:
     """The mixture Q̂ (distinct iterates, weights = their share of the T iterations), the
-    outcome (:data:`OUTCOMES`), the certificate, the history, ``λ̂`` and the oracle calls."""
+    outcome (:data:`OUTCOMES`), the certificate, the history, ``λ̂`` and the oracle calls.
+
+    ``model`` holds the raw iterates f. SP's guarantee is for the randomised, rounded
+    predictor: draw a member per example and deploy
+    :func:`~fairgames.game.reduction.discretize.rounded` of its output (notes §2.4); its
+    threshold rates on the grid are the raw members' (the cells are the same)."""
 
     model: StochasticModel
     outcome: str
