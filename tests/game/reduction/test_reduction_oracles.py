@@ -9,7 +9,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import minimize
 
+from fairgames.game.reduction import GroupLossGame
 from fairgames.game.reduction.discretize import prefix_sums, targets
 from fairgames.game.reduction.fitting import Fitter, outputs
 from fairgames.game.reduction.oracles import (
@@ -20,6 +22,7 @@ from fairgames.game.reduction.oracles import (
     pair_labels,
     stationary_weight,
 )
+from fairgames.game.reduction.sample import Sample
 from fairgames.rates.losses import BOUNDED_LOGISTIC, SQUARED
 from fairgames.rates.thresholds import threshold_grid
 
@@ -133,3 +136,24 @@ def test_the_bgl_oracle_is_weighted_least_squares():
     sw = np.sqrt(w.numpy())
     coef = np.linalg.lstsq(a * sw[:, None], y.numpy() * sw, rcond=None)[0]
     np.testing.assert_allclose(got, a @ coef, atol=1e-10)
+
+
+def test_bgl_best_response_minimises_the_lagrangian():
+    # L(f, λ) = Ê ℓ + Σ_a λ_a Ê[ℓ | A = a], minimised directly by scipy (no weights formula)
+    x, _ = _case(7, n=200)
+    g = torch.Generator().manual_seed(8)
+    codes = (torch.rand(len(x), generator=g) < 0.2).long()           # unequal group sizes
+    y = torch.where(codes == 1, 0.8 - 0.2 * x[:, 1], 0.3 + 0.1 * x[:, 0]).clamp(0, 1)
+    sample = Sample.of(x, y, codes)
+    lam = torch.tensor([0.3, 2.5], dtype=torch.float64)
+    game = GroupLossGame(sample, SQUARED, 0.0, WeightedLossOracle(Fitter(_linear, x), y,
+                                                                  SQUARED))
+    got = _predict(game.best_response(lam), x).numpy()
+    a, t, c = np.c_[x.numpy(), np.ones(len(x))], y.numpy(), codes.numpy()
+
+    def lagrangian(beta):
+        loss = 0.5 * (t - a @ beta) ** 2
+        return loss.mean() + sum(float(lam[k]) * loss[c == k].mean() for k in (0, 1))
+
+    ref = minimize(lagrangian, np.zeros(a.shape[1]), method="BFGS", options={"gtol": 1e-12}).x
+    np.testing.assert_allclose(got, a @ ref, atol=1e-6)
