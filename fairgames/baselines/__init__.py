@@ -1,4 +1,5 @@
-"""Baselines of paper 000's experiments, usable on any data set: a logistic class-probability
+"""Baselines of paper 000's experiments (and paper 003's regression baselines in
+:mod:`.regression`), usable on any data set: a logistic class-probability
 model, PostShift group thresholds (Hardt et al. 2016 style), the plug-in F-measure classifier
 (UncF1) and COCO (Narasimhan 2018: Frank-Wolfe with a plug-in cost-sensitive oracle inside
 gradient descent-ascent on the multipliers).
@@ -22,15 +23,19 @@ Example:
 from ._checks import BaselineError
 from .coco import COCO, Confusion, kld
 from .logistic import LogisticRegression
+from .regression import SEO, BoundedLogisticRegression, LeastSquares
 from .thresholds import PluginF1, PostShift, best_f1_threshold
 
 __all__ = [
     "COCO",
     "BaselineError",
+    "BoundedLogisticRegression",
     "Confusion",
+    "LeastSquares",
     "LogisticRegression",
     "PluginF1",
     "PostShift",
+    "SEO",
     "best_f1_threshold",
     "kld",
 ]

@@ -1,0 +1,68 @@
+"""Bad input to the reduction: each a clear error naming the cause."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fairgames.game.reduction import ReductionConfig, fair_regression
+
+
+def _data(n: int = 40):
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(n, 2, generator=g), torch.rand(n, generator=g), torch.arange(n) % 2
+
+
+def _run(x, y, codes, **changes):
+    return fair_regression(lambda: torch.nn.Linear(2, 1), x, y, codes,
+                           ReductionConfig(max_iterations=2, grid_size=4), **changes)
+
+
+def test_nan_targets_are_refused():
+    x, y, codes = _data()
+    y[3] = float("nan")
+    with pytest.raises(ValueError, match="1 NaN value"):
+        _run(x, y, codes)
+
+
+def test_targets_outside_the_unit_interval_are_refused():
+    x, y, codes = _data()
+    y[0] = 4.0
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 1\].*rescale"):
+        _run(x, y, codes)
+
+
+@pytest.mark.parametrize("constraint", ["sp", "bgl"])
+def test_a_negative_slack_is_refused(constraint):
+    x, y, codes = _data()
+    with pytest.raises(ValueError, match="tolerance must be finite and ≥ 0"):
+        _run(x, y, codes, constraint=constraint, tolerance=-0.1)
+    with pytest.raises(ValueError, match="one value per group"):
+        _run(x, y, codes, constraint=constraint, tolerance=[0.1, 0.1, 0.1])
+
+
+@pytest.mark.parametrize("field", ["bound", "gap", "step_size"])
+def test_non_positive_settings_are_refused(field):
+    with pytest.raises(ValueError, match=f"{field} must be positive"):
+        ReductionConfig(**{field: 0.0})
+
+
+def test_an_empty_group_is_refused():
+    x, y, codes = _data()
+    codes = codes * 2                                 # codes 0 and 2: group 1 has no rows
+    with pytest.raises(ValueError, match=r"group\(s\) \[1\] have no rows"):
+        _run(x, y, codes)
+
+
+def test_unknown_choices_and_shapes_are_refused():
+    x, y, codes = _data()
+    with pytest.raises(ValueError, match="oracle must be one of"):
+        ReductionConfig(oracle="svm")
+    with pytest.raises(ValueError, match="constraint must be one of"):
+        ReductionConfig(constraint="eo")
+    with pytest.raises(ValueError, match="unknown loss"):
+        ReductionConfig(loss="huber")
+    with pytest.raises(ValueError, match="one per row of the features"):
+        _run(x, y[:-1], codes)
+    with pytest.raises(ValueError, match="group codes must be integers"):
+        _run(x, y, codes.float())

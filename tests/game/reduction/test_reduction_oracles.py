@@ -1,0 +1,159 @@
+"""The best-response oracles against independent references: numpy least squares, the
+logistic stationarity weight in closed form, brute-force pointwise minimisers, the CS LP
+against its own hinge objective at other points of the box."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+
+from fairgames.game.reduction import GroupLossGame
+from fairgames.game.reduction.discretize import prefix_sums, targets
+from fairgames.game.reduction.fitting import Fitter, outputs
+from fairgames.game.reduction.oracles import (
+    CostSensitiveOracle,
+    LeastSquaresOracle,
+    RiskOracle,
+    WeightedLossOracle,
+    pair_labels,
+    stationary_weight,
+)
+from fairgames.game.reduction.sample import Sample
+from fairgames.rates.losses import BOUNDED_LOGISTIC, SQUARED
+from fairgames.rates.thresholds import threshold_grid
+
+
+def _case(seed: int = 0, n: int = 150, d: int = 3, n_grid: int = 8):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    # costs shaped like c_λ: rows that want low, middle or high predictions, tied to x
+    pref = torch.sigmoid(x[:, 0] + 0.3 * torch.randn(n, generator=g, dtype=torch.float64))
+    z = threshold_grid(n_grid)
+    c_lam = (z[None, :] - pref[:, None]) + 0.1 * torch.randn(n, n_grid, generator=g,
+                                                              dtype=torch.float64)
+    return x, c_lam.clamp(-1, 1)
+
+
+def _linear():
+    return torch.nn.Linear(3, 1).double()
+
+
+def _predict(model, x):
+    with torch.no_grad():
+        return outputs(model, x)
+
+
+def test_ls_is_numpy_least_squares_to_the_targets_and_the_inner_loop_agrees():
+    x, c_lam = _case()
+    u = targets(c_lam).numpy()
+    a = np.c_[x.numpy(), np.ones(len(x))]
+    reference = a @ np.linalg.lstsq(a, u, rcond=None)[0]
+    closed = _predict(LeastSquaresOracle(Fitter(_linear, x))(c_lam), x).numpy()
+    np.testing.assert_allclose(closed, reference, atol=1e-10)
+    # a module that is not nn.Linear takes the L-BFGS loop to the same optimum
+    torch.manual_seed(0)
+    looped = LeastSquaresOracle(Fitter(lambda: torch.nn.Sequential(_linear()), x))(c_lam)
+    np.testing.assert_allclose(_predict(looped, x).numpy(), reference, atol=1e-5)
+
+
+def test_weighted_ls_weights_rows_by_the_range_of_g():
+    x, c_lam = _case(1)
+    g = prefix_sums(c_lam)
+    w = (g.amax(1) - g.amin(1)).numpy()
+    u = targets(c_lam).numpy()
+    a = np.c_[x.numpy(), np.ones(len(x))] * np.sqrt(w)[:, None]
+    coef = np.linalg.lstsq(a, u * np.sqrt(w), rcond=None)[0]
+    got = _predict(LeastSquaresOracle(Fitter(_linear, x), weighted=True)(c_lam), x).numpy()
+    np.testing.assert_allclose(got, np.c_[x.numpy(), np.ones(len(x))] @ coef, atol=1e-10)
+
+
+def test_stationary_weight_is_the_logistic_closed_form_and_makes_u_the_minimiser():
+    u = torch.linspace(0.0125, 0.9875, 40, dtype=torch.float64)
+    w = stationary_weight(BOUNDED_LOGISTIC, u)
+    np.testing.assert_allclose(w.numpy(), torch.sigmoid(5.0 * (2 * u - 1)).numpy(), atol=1e-12)
+    at = stationary_weight(BOUNDED_LOGISTIC, torch.tensor([0.6], dtype=torch.float64))
+    assert float(at[0]) == pytest.approx(1 / (1 + math.exp(-1.0)), abs=1e-12)  # notes §5 #9
+    np.testing.assert_allclose(stationary_weight(SQUARED, u).numpy(), u.numpy(), atol=1e-12)
+    fine = torch.linspace(-0.5, 1.5, 20001, dtype=torch.float64)
+    for ui, wi in zip(u[::7].tolist(), w[::7].tolist(), strict=True):
+        values = ((1 - wi) * BOUNDED_LOGISTIC(fine, torch.zeros_like(fine))
+                  + wi * BOUNDED_LOGISTIC(fine, torch.ones_like(fine)))
+        assert float(fine[torch.argmin(values)]) == pytest.approx(ui, abs=2e-4)
+
+
+def test_lr_with_the_squared_loss_is_ls_and_with_the_logistic_loss_hits_the_targets():
+    x, c_lam = _case(2)
+    ls = _predict(LeastSquaresOracle(Fitter(_linear, x))(c_lam), x)
+    lr = _predict(RiskOracle(Fitter(_linear, x), SQUARED)(c_lam), x)
+    np.testing.assert_allclose(lr.numpy(), ls.numpy(), atol=1e-10)
+    # a linear model that can represent the targets exactly: the logistic pair fits them
+    u = targets(c_lam)
+    coef = torch.tensor([0.1, -0.05, 0.02], dtype=torch.float64)
+    xs = x.clone()
+    xs[:, 0] = (u - 0.5 - xs[:, 1:] @ coef[1:]) / coef[0]     # make u linear in xs
+    fit = _predict(RiskOracle(Fitter(_linear, xs, steps=500), BOUNDED_LOGISTIC)(c_lam), xs)
+    np.testing.assert_allclose(fit.numpy(), u.numpy(), atol=1e-4)
+
+
+def _hinge(c_lam, scores):
+    n_grid = c_lam.shape[1]
+    sign, weight = pair_labels(c_lam)
+    z = threshold_grid(n_grid)
+    return float((weight * torch.relu(0.5 / n_grid - sign * (scores[:, None] - z))).sum()
+                 / weight.sum())
+
+
+def test_cs_lp_minimises_the_weighted_hinge_over_the_box():
+    x, c_lam = _case(3, n=80)
+    xa = torch.cat([x, torch.ones(len(x), 1, dtype=torch.float64)], 1)
+    model = CostSensitiveOracle(Fitter(_linear, x))(c_lam)
+    beta = torch.cat([model.weight.detach()[0], model.bias.detach()])
+    assert float(beta.abs().max()) <= 1 + 1e-9
+    best = _hinge(c_lam, xa @ beta)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(200):                               # no point of the box does better
+        other = torch.rand(4, generator=g, dtype=torch.float64) * 2 - 1
+        assert best <= _hinge(c_lam, xa @ other) + 1e-9
+    # the implicit (no n·N rows) surrogate loop reaches the LP's optimum
+    looped = CostSensitiveOracle(Fitter(lambda: torch.nn.Sequential(_linear()), x, steps=300),
+                                 exact=False)(c_lam)
+    assert _hinge(c_lam, _predict(looped, x)) == pytest.approx(best, abs=2e-3)
+    with pytest.raises(ValueError, match="LP over linear models"):
+        CostSensitiveOracle(Fitter(lambda: torch.nn.Sequential(_linear()), x), exact=True)
+
+
+def test_the_bgl_oracle_is_weighted_least_squares():
+    x, _ = _case(5)
+    g = torch.Generator().manual_seed(6)
+    y = torch.rand(len(x), generator=g, dtype=torch.float64)
+    w = torch.rand(len(x), generator=g, dtype=torch.float64)
+    got = _predict(WeightedLossOracle(Fitter(_linear, x), y, SQUARED)(w), x).numpy()
+    a = np.c_[x.numpy(), np.ones(len(x))]
+    sw = np.sqrt(w.numpy())
+    coef = np.linalg.lstsq(a * sw[:, None], y.numpy() * sw, rcond=None)[0]
+    np.testing.assert_allclose(got, a @ coef, atol=1e-10)
+
+
+def test_bgl_best_response_minimises_the_lagrangian():
+    # L(f, λ) = Ê ℓ + Σ_a λ_a Ê[ℓ | A = a], minimised directly by scipy (no weights formula)
+    x, _ = _case(7, n=200)
+    g = torch.Generator().manual_seed(8)
+    codes = (torch.rand(len(x), generator=g) < 0.2).long()           # unequal group sizes
+    y = torch.where(codes == 1, 0.8 - 0.2 * x[:, 1], 0.3 + 0.1 * x[:, 0]).clamp(0, 1)
+    sample = Sample.of(x, y, codes)
+    lam = torch.tensor([0.3, 2.5], dtype=torch.float64)
+    game = GroupLossGame(sample, SQUARED, 0.0, WeightedLossOracle(Fitter(_linear, x), y,
+                                                                  SQUARED))
+    got = _predict(game.best_response(lam), x).numpy()
+    a, t, c = np.c_[x.numpy(), np.ones(len(x))], y.numpy(), codes.numpy()
+
+    def lagrangian(beta):
+        loss = 0.5 * (t - a @ beta) ** 2
+        return loss.mean() + sum(float(lam[k]) * loss[c == k].mean() for k in (0, 1))
+
+    ref = minimize(lagrangian, np.zeros(a.shape[1]), method="BFGS", options={"gtol": 1e-12}).x
+    np.testing.assert_allclose(got, a @ ref, atol=1e-6)
