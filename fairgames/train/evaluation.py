@@ -167,7 +167,7 @@ def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected:
     if isinstance(problem, ProblemSpec):
         stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
         built = problem.build(protected, train.group_names, stand_ins,
-                              train.group_counts(protected))
+                              train.group_counts(protected), label_kind=train.label_kind)
         return built.objective, list(built.constraints)
     return problem.objective, list(problem.constraints.values())
 
