@@ -39,8 +39,10 @@ from fairgames.rates import (
     ExactEvaluator,
     Expression,
     GroupTable,
+    ks_disparity,
     leaves_of,
     summary_metrics,
+    threshold_rates,
 )
 
 from .data import chunks, make_batch
@@ -59,14 +61,19 @@ class SolutionEvaluator:
         constraints: the problem's named constraints.
         protected: the attribute whose groups the table lists.
         chunk: rows per evaluation chunk.
+        grid: thresholds ``[N]`` of a problem on predictions in [0, 1] (paper 003): each
+            evaluation then also reports the exact KS disparity ``ks_disparity`` and the
+            grid's worst ``|γ̂_{a,z}|`` ``grid_disparity``
+            (:mod:`fairgames.rates.thresholds`; a mixture's member-weighted expectation).
     """
 
     def __init__(self, objective: Expression, constraints: Sequence[Constraint],
-                 protected: str, chunk: int = 65536) -> None:
+                 protected: str, chunk: int = 65536, grid: torch.Tensor | None = None) -> None:
         self.objective = objective
         self.constraints = list(constraints)
         self.protected = protected
         self.chunk = int(chunk)
+        self.grid = grid
         self._views: dict[tuple, tuple[ExactEvaluator, GroupTable, list[str]]] = {}
 
     def _view(self, ds: TabularDataset) -> tuple[ExactEvaluator, GroupTable, list[str]]:
@@ -105,6 +112,8 @@ class SolutionEvaluator:
         out: dict[str, Any] = {"label_kind": ds.label_kind,
                                "objective": values[("objective",)]}
         out.update({k: values[("summary", k)] for k in summary})
+        if self.grid is not None:
+            out.update(self.disparities(ds, scores, mixture_weights))
         out["constraints"] = {}
         for c in self.constraints:
             g = values[("constraint", c.name)]
@@ -112,6 +121,18 @@ class SolutionEvaluator:
                                           "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
         out["groups"] = table.table(values)
         return out
+
+
+    def disparities(self, ds: TabularDataset, scores: torch.Tensor,
+                    mixture_weights: torch.Tensor | None = None) -> dict[str, float]:
+        """``ks_disparity`` and ``grid_disparity`` of scores ``[N]`` or a mixture's ``[R, N]``
+        on ``ds`` (groups of the protected attribute with no row are left out)."""
+        assert self.grid is not None
+        codes, k = ds.groups[self.protected], len(ds.group_names[self.protected])
+        q = mixture_weights
+        return {"ks_disparity": ks_disparity(scores, codes, k, member_weights=q),
+                "grid_disparity": threshold_rates(scores, codes, k, self.grid,
+                                                  member_weights=q).disparity()}
 
 
 def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDataset,

@@ -4,7 +4,7 @@
 Example:
     >>> model_options({"name": "mlp", "hidden": [8], "activation": "relu", "dropout": 0.0,
     ...                "bias": True})
-    {'name': 'mlp', 'hidden': [8], 'activation': 'relu', 'dropout': 0.0}
+    {'name': 'mlp', 'hidden': [8], 'activation': 'relu', 'dropout': 0.0, 'output': 'score'}
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from fairgames.game import (
 )
 from fairgames.models import build_model
 from fairgames.problems import ProblemSpec, load_problem
-from fairgames.rates import Surrogate, error_rate
+from fairgames.rates import Surrogate, error_rate, threshold_grid
 
 from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
@@ -819,7 +819,8 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
     protected, trainer, run_dir = inputs.protected, inputs.trainer, inputs.run_dir
     config, device, model_config = inputs.config, inputs.device, inputs.model.config
     engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
-    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
+    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk,
+                                  grid=_grid(inputs.spec))
     unc = ctx.extras.get("unconstrained_model")
     candidates = score_candidates(engine, splits, baselines, trainer,
                                   {"unconstrained model": unc} if unc is not None else None)
@@ -847,6 +848,14 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
         write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,
                       logger, trainer)
     return RunResult(run_dir, out, model, engine, extras=ctx.extras)
+
+
+def _grid(spec: ProblemSpec | Problem) -> torch.Tensor | None:
+    """The SP grid a problem on predictions in [0, 1] is reported on (KS and grid
+    disparities), else ``None``."""
+    if isinstance(spec, ProblemSpec) and spec.bounded_predictions():
+        return threshold_grid(spec.grid_size)
+    return None
 
 
 def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game,

@@ -48,14 +48,14 @@ def test_one_row_per_group_and_threshold_named_by_both():
 
 
 @pytest.mark.parametrize("source, token, fragment", [
-    ("for g in groups, g in thresholds: score_at_least(g) <= 0.5", "g",
+    ("for g in groups, g in thresholds: score_at_least(g) <= 0.5", "g in thresholds",
      "loop variable 'g' is used twice"),
     ("for g in groups, z in thresholdz: score_at_least(z, group=g) <= 0.5", "thresholdz",
      "did you mean 'thresholds'"),
-    ("for g in groups z in thresholds: score_at_least(z) <= 0.5", "z",
+    ("for g in groups z in thresholds: score_at_least(z) <= 0.5", "z in",
      "expected ':' (or ', name in ...' for another loop)"),
     ("for g in groups, z: score_at_least(z) <= 0.5", ":", "expected 'in'"),
-    ("for z in thresholds: score_at_least(thresholds) <= 0.5", "thresholds",
+    ("for z in thresholds: score_at_least(thresholds) <= 0.5", "thresholds)",
      "'thresholds' can only be looped over"),
     ("for z in thresholds: score_at_least(group=1) <= 0.5", "score_at_least(group=1)",
      "score_at_least() needs z"),
@@ -66,7 +66,7 @@ def test_errors_point_at_the_token(source, token, fragment):
     with pytest.raises(ProblemSyntaxError) as info:
         compile_constraint(source, _env(), "sp")
     assert fragment in str(info.value)
-    assert info.value.position == source.rindex(token)
+    assert info.value.position == source.index(token)
 
 
 def test_thresholds_also_loop_inside_sum():
