@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairgames import rates as R
+from fairgames.rates.subsets import LabelIs
 from fairgames.rates.thresholds import DEFAULT_GRID_SIZE
 
 from .compiler import Environment, compile_constraint, compile_expression
@@ -338,6 +339,8 @@ class ProblemSpec:
         constraints: list[R.Constraint] = []
         for cname, text in self.statements():
             constraints += compile_constraint(text, env, cname)
+        if label_kind == "real":
+            self._refuse_binary_rates(objective, constraints)
         seen: set[str] = set()
         for c in constraints:
             if c.name in seen:
@@ -345,6 +348,23 @@ class ProblemSpec:
                                    f"{c.name!r}")
             seen.add(c.name)  # type: ignore[arg-type]
         return BuiltProblem(objective, constraints, variables)
+
+    def _refuse_binary_rates(self, objective: R.Expression,
+                             constraints: Sequence[R.Constraint]) -> None:
+        """A real-valued target has no classes: refuse, before training, the statements that
+        read a binary label (``tpr``, ``error``, ``label=``, ...), naming them."""
+        def binary(e: R.Expression) -> bool:
+            return any((lf.event is not None and lf.event.uses_label)
+                       or any(isinstance(x, LabelIs) for x in lf.where.literals())
+                       for lf in R.leaves_of([e]))
+        where = (["objective"] if binary(objective) else []) + list(dict.fromkeys(
+            str(c.name).split("[")[0] for c in constraints if binary(c.expression)))
+        if where:
+            raise ProblemError(
+                f"problem {self.name!r}: {', '.join(where)} read a binary label (error, tpr, "
+                "precision, label=, ...), but the data's target is real-valued; train a "
+                "regression problem (sp_regression, bounded_group_loss, group_loss(...) "
+                "statements) or pick a binary target (data.target=...)")
 
     @staticmethod
     def from_mapping(d: Mapping[str, object]) -> ProblemSpec:

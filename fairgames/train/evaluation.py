@@ -276,3 +276,25 @@ def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float
         0.025
     """
     return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)
+
+
+def parity_gaps(scores: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
+                thresholds: Sequence[float]) -> dict[str, float]:
+    """The compact statistical-parity scalars TensorBoard shows beside λ (paper 003): the
+    worst ``|γ̂_{a,z}| = |P[f ≥ z | A=a] − P[f ≥ z]|`` over the thresholds (``worst_gap``) and
+    each group's own worst (``<value>/max_gap``), exact on these scores; soft groups (a
+    membership matrix) have none.
+
+    Example:
+        >>> parity_gaps(torch.tensor([0.1, 0.9, 0.9, 0.9]), torch.tensor([0, 0, 1, 1]),
+        ...             ["a", "b"], [0.5])
+        {'worst_gap': 0.25, 'a/max_gap': 0.25, 'b/max_gap': 0.25}
+    """
+    if codes.is_floating_point():
+        return {}
+    t = threshold_rates(scores, codes, len(names), torch.tensor(list(thresholds)))
+    per_group = t.gaps.abs().amax(1).tolist()
+    out = {"worst_gap": t.disparity()}
+    out.update({f"{v}/max_gap": g for v, g in zip(names, per_group, strict=True)
+                if g == g})                                    # NaN: a group absent here
+    return out
