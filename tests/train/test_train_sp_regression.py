@@ -16,8 +16,15 @@ from fairgames.data import load, make_synthetic
 from fairgames.game.solutions import StochasticModel, load_solution
 from fairgames.models import LinearModel, build_model
 from fairgames.problems import ProblemError, load_problem
-from fairgames.rates import Batch, RatesError, RateEvaluator, Surrogate, score_rates
-from fairgames.rates import threshold_grid, threshold_rates
+from fairgames.rates import (
+    Batch,
+    RateEvaluator,
+    RatesError,
+    Surrogate,
+    score_rates,
+    threshold_grid,
+    threshold_rates,
+)
 from fairgames.train import ConfigError, fit, run, validate
 from fairgames.train.data import apply_recipe, load_splits, loaded_keys
 from fairgames.train.helpers import resolve_output
