@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from fairgames.data import load, make_synthetic
 from fairgames.game.solutions import StochasticModel, load_solution
@@ -87,6 +88,26 @@ def test_paper_003_commands_meet_their_constraints_and_report_the_ks_disparity(c
         assert worst_row == pytest.approx(rec["train"]["grid_disparity"] - 0.05, abs=1e-9)
     report = (result.run_dir / "report.md").read_text()
     assert "| solution | split | objective | mse | mae | ks_disparity | grid_disparity |" in report
+
+
+def test_tensorboard_shows_the_parity_scalars_beside_lambda(crime_run):
+    """sp_regression logs parity/worst_gap and each group's max gap; at the last log the
+    worst gap is the final model's grid disparity on train (the full batch)."""
+    name, result = crime_run
+    ea = EventAccumulator(str(result.run_dir))
+    ea.Reload()
+    tags = set(ea.Tags()["scalars"])
+    parity = {"parity/worst_gap", "parity/no/max_gap", "parity/yes/max_gap"}
+    if name == "bounded_group_loss":                 # no threshold rates: no parity scalars
+        assert not parity & tags
+        return
+    assert parity <= tags and "multiplier/sp_high[no_0.5]" in tags   # "," cleaned to "_"
+    last = ea.Scalars("parity/worst_gap")[-1]
+    assert last.step == result.results["training"]["steps"]
+    final = result.results["solutions"]["final"]["train"]["grid_disparity"]
+    assert last.value == pytest.approx(final, abs=1e-6)
+    gaps = [ea.Scalars(f"parity/{v}/max_gap")[-1].value for v in ("no", "yes")]
+    assert max(gaps) == pytest.approx(last.value, abs=1e-6)
 
 
 # --------------------------------------------------------------------------- recipe
