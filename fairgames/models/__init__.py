@@ -19,7 +19,7 @@ from typing import Any
 
 from torch import nn
 
-from .linear import OUTPUTS, LinearModel, head
+from .linear import OUTPUTS, LinearModel, decision_threshold, head
 from .mlp import ACTIVATIONS, MLP
 
 MODELS = ("linear", "mlp")
@@ -55,4 +55,5 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     return cls(input_dim, **options)
 
 
-__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "LinearModel", "build_model", "head"]
+__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "LinearModel", "build_model",
+           "decision_threshold", "head"]

@@ -29,6 +29,17 @@ def head(output: str) -> str:
     return output
 
 
+def decision_threshold(model: nn.Module) -> float:
+    """The score a binary prediction must exceed: 0.5 for a sigmoid head (``output="unit"``,
+    its value estimates P(y = 1)), 0 for a raw score.
+
+    Example:
+        >>> decision_threshold(LinearModel(2, output="unit")), decision_threshold(LinearModel(2))
+        (0.5, 0.0)
+    """
+    return 0.5 if getattr(model, "output", "score") == "unit" else 0.0
+
+
 class LinearModel(nn.Module):
     """Linear scores ``[B]`` from features ``[B, D]``; predicted positive iff the score is > 0.
 

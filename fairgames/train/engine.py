@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 from fairgames.data import MinibatchSampler, TabularDataset
 from fairgames.game import ConstrainedOptimizer, NonFiniteStepError
 from fairgames.game.solutions import SnapshotRecorder
+from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
 from .checkpoint import write_checkpoint
@@ -383,7 +384,7 @@ class Engine:
                 for n, c in copt.problem.constraints.items()}
         # unweighted (a balanced sampler's importance weights would weight the counts)
         entry["groups"] = batch_group_table(Batch(scores=scores, **{**fields, "weights": None}),
-                                            self.protected)
+                                            self.protected, decision_threshold(self.model))
         if self.thresholds:
             entry["parity"] = parity_gaps(scores, fields["groups"][self.protected],
                                           fields["group_values"][self.protected],

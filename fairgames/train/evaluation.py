@@ -23,7 +23,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import dataclasses
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -65,15 +66,20 @@ class SolutionEvaluator:
             evaluation then also reports the exact KS disparity ``ks_disparity`` and the
             grid's worst ``|γ̂_{a,z}|`` ``grid_disparity``
             (:mod:`fairgames.rates.thresholds`; a mixture's member-weighted expectation).
+        decision: the score a binary prediction exceeds in the headline error and the
+            per-group rates (0.5 for a sigmoid head: :func:`fairgames.models.decision_threshold`);
+            the problem's own statements read the scores as they are.
     """
 
     def __init__(self, objective: Expression, constraints: Sequence[Constraint],
-                 protected: str, chunk: int = 65536, grid: torch.Tensor | None = None) -> None:
+                 protected: str, chunk: int = 65536, grid: torch.Tensor | None = None,
+                 decision: float = 0.0) -> None:
         self.objective = objective
         self.constraints = list(constraints)
         self.protected = protected
         self.chunk = int(chunk)
         self.grid = grid
+        self.decision = float(decision)
         self._views: dict[tuple, tuple[ExactEvaluator, GroupTable, list[str]]] = {}
 
     def _view(self, ds: TabularDataset) -> tuple[ExactEvaluator, GroupTable, list[str]]:
@@ -105,13 +111,18 @@ class SolutionEvaluator:
         and ``groups``. The objective or a constraint with an empty subset on ``ds`` is NaN
         (``None`` in ``results.json``)."""
         evaluator, table, summary = self._view(ds)
-        parts = (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
-                            mixture_weights=mixture_weights)
-                 for idx in chunks(len(ds), self.chunk, ds.device))
-        values = evaluator.evaluate(parts)
+
+        def parts(s: torch.Tensor) -> Iterator[Batch]:
+            return (make_batch(ds, s[..., idx], idx, baseline_scores=baseline_scores,
+                               mixture_weights=mixture_weights)
+                    for idx in chunks(len(ds), self.chunk, ds.device))
+        values = evaluator.evaluate(parts(scores))
+        # a binary target's rates at the model's decision (a second pass, shifted scores)
+        shifted = (evaluator.evaluate(parts(scores - self.decision))
+                   if self.decision and ds.label_kind == "binary" else values)
         out: dict[str, Any] = {"label_kind": ds.label_kind,
                                "objective": values[("objective",)]}
-        out.update({k: values[("summary", k)] for k in summary})
+        out.update({k: shifted[("summary", k)] for k in summary})
         if self.grid is not None:
             out.update(self.disparities(ds, scores, mixture_weights))
         out["constraints"] = {}
@@ -119,7 +130,7 @@ class SolutionEvaluator:
             g = values[("constraint", c.name)]
             out["constraints"][c.name] = {"value": g,
                                           "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
-        out["groups"] = table.table(values)
+        out["groups"] = table.table(shifted)
         return out
 
 
@@ -263,9 +274,11 @@ def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
     return GroupTable(attribute, names, "binary").evaluate(batch)
 
 
-def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float | None]]:
+def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
+                      ) -> dict[str, dict[str, float | None]]:
     """The per-group table of ``batch`` by its label kind (:class:`~fairgames.rates.GroupTable`):
-    classification rates for a binary target, losses for a real one.
+    classification rates for a binary target (predicted positive: score > ``decision``),
+    losses for a real one.
 
     Example:
         >>> import torch
@@ -275,6 +288,8 @@ def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float
         >>> round(batch_group_table(b, "g")["overall"]["mse"], 4)
         0.025
     """
+    if decision and batch.label_kind == "binary":
+        batch = dataclasses.replace(batch, scores=batch.scores - decision)
     return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)
 
 

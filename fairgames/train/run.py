@@ -52,7 +52,7 @@ from fairgames.game import (
     default_temperature,
     get_preset,
 )
-from fairgames.models import build_model
+from fairgames.models import build_model, decision_threshold
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import Surrogate, error_rate, threshold_grid
 
@@ -820,7 +820,7 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
     config, device, model_config = inputs.config, inputs.device, inputs.model.config
     engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
     evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk,
-                                  grid=_grid(inputs.spec))
+                                  grid=_grid(inputs.spec), decision=decision_threshold(model))
     unc = ctx.extras.get("unconstrained_model")
     candidates = score_candidates(engine, splits, baselines, trainer,
                                   {"unconstrained model": unc} if unc is not None else None)

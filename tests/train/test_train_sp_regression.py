@@ -251,3 +251,25 @@ def test_predict_values_samples_one_member_and_rounding_keeps_the_grid_rates():
                                                                     after.overall)
     cells = torch.floor(values.double() * 40)
     torch.testing.assert_close(rounded.double(), ((cells + 0.5) / 40).clamp(max=1.0))
+
+
+def test_a_sigmoid_head_on_a_binary_target_is_scored_at_one_half():
+    """Headline error and per-group rates of a unit-output model read f > 0.5 (numpy), while
+    the problem's statements (here P[f ≥ 0.5]) read f itself."""
+    from fairgames.models import decision_threshold
+    from fairgames.rates import score_rates
+    from fairgames.train.evaluation import SolutionEvaluator
+
+    ds = make_synthetic(n=600, d=3, seed=2).test
+    g = torch.Generator().manual_seed(0)
+    f = torch.rand(len(ds), generator=g)
+    assert decision_threshold(LinearModel(3, output="unit")) == 0.5
+    row = (score_rates(0.25)[0] <= 1.0).named("row")
+    out = SolutionEvaluator(score_rates(0.25)[0], [row], "group", decision=0.5).evaluate(ds, f)
+    y, p, codes = ds.labels.numpy(), (f > 0.5).numpy(), ds.groups["group"].numpy()
+    assert out["error"] == pytest.approx(float(np.mean(p != y)), abs=1e-12)
+    assert out["objective"] == pytest.approx(float(np.mean(f.numpy() >= 0.25)), abs=1e-12)
+    for k, v in enumerate(ds.group_names["group"]):
+        rows = codes == k
+        assert out["groups"][f"group={v}"]["positive_rate"] == pytest.approx(
+            float(p[rows].mean()), abs=1e-12)
