@@ -87,9 +87,11 @@ DEFAULT_CONSTRAINT_FRACTION = 0.5
 # of a composed cell's config is set by an override.
 PINNED = (
     "model.bias=true", "model.hidden=[64]", "model.activation=relu", "model.dropout=0.0",
+    "model.output=score",
     "optimizer.momentum=0.0", "optimizer.grad_clip=null",
     "algorithm.multipliers=null", "algorithm.radius=10.0", "algorithm.slack_lr=0.05",
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
+    "algorithm.temperature=1.0", "problem.grid_size=40",
     "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
     "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
     # the paper's outputs: snapshots at the last step of each window, no recommendation of

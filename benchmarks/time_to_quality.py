@@ -354,10 +354,10 @@ def fitters(problem: str, seed: int, splits: Any, quick: bool
     if cfg.trainer.epochs is not None:   # cooper's step count is fairgames' (full batch)
         raise SystemExit("the CLI's default trainer counts epochs, not steps: give cooper's "
                          "step count in benchmarks/time_to_quality.py (fitters)")
-    steps = 100 if quick else default_steps_of(problem, splits, str(cfg.data.protected),
-                                               cfg.trainer.steps)
+    protected = splits.metadata["protected"]    # data.protected null: the recipe's (sex)
+    steps = 100 if quick else default_steps_of(problem, splits, protected, cfg.trainer.steps)
     short = [f"trainer.steps={steps}"] if quick else []
-    data = as_numpy(splits, str(cfg.data.protected))
+    data = as_numpy(splits, protected)
     return {
         "fairgames": lambda: run_fairgames(problem, seed, splits,
                                            [f"problem.tolerance={TOLERANCE}", *short]),
@@ -386,9 +386,9 @@ def run_all(seeds: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:
     data_cfg = data_config()
     for i, seed in enumerate(seeds):
         splits = load_splits(data_cfg, seed)
-        data = as_numpy(splits, data_cfg["protected"])
+        data = as_numpy(splits, splits.metadata["protected"])
         if i == 0:
-            warm_up(splits, data_cfg["protected"])
+            warm_up(splits, splits.metadata["protected"])
         for j, (problem, rate) in enumerate(PROBLEMS.items()):
             calls = list(fitters(problem, seed, splits, quick).items())
             k = (i * len(PROBLEMS) + j) % len(calls)

@@ -112,7 +112,8 @@ def summary_line(run_dir: Path | str | None, results: dict) -> str:
         return "undefined" if v is None else f"{v:.4f}"   # None: a constraint with no row
 
     test = rec["test"]
-    headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae") if k in test)
+    headline = ", ".join(f"{k} {test[k]:.4f}" for k in ("error", "mse", "mae", "ks_disparity")
+                         if k in test)
     objective = "–" if test["objective"] is None else f"{test['objective']:.4f}"
     return (f"{run_dir}: recommended ({results['training']['recommended']['solution']}) on "
             f"test: objective {objective}, {headline}, max violation {worst(test)}; "

@@ -38,7 +38,7 @@ from .players import (
     register_theta_strategy,
 )
 from .presets import DEFAULT_PRESET, PRESETS, PlayerOptions, Preset, get_preset
-from .problem import Problem, default_steps, default_surrogate
+from .problem import Problem, default_steps, default_surrogate, default_temperature
 from .projections import project_box, project_l1_ball_nonnegative, project_simplex
 from .round import Record, Round
 from .solutions import (
@@ -66,7 +66,8 @@ __all__ = [
     "NonFiniteStepError",
     "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
     "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
-    "box_argmin", "default_steps", "default_surrogate", "evaluate_candidates", "get_preset",
+    "box_argmin", "default_steps", "default_surrogate", "default_temperature",
+    "evaluate_candidates", "get_preset",
     "load_solution",
     "make_multiplier_player", "materialize", "register_multiplier_strategy",
     "register_theta_strategy", "model_state",

@@ -285,10 +285,47 @@ def default_surrogate(objective: Expression | None, constraints: Iterable[Constr
         'sigmoid'
     """
     obj, exprs = _expressions(objective, constraints)
-    if any(_two_sided_psi(e) for e in obj + exprs):
+    if any(_two_sided_psi(e) or reads_thresholds(e) for e in obj + exprs):
         return "sigmoid"
     both = any(_has_ratio(e) for e in obj) and any(_has_ratio(e) for e in exprs)
     return "sigmoid" if both else "hinge"
+
+
+# The sigmoid's temperature on threshold rates P[f ≥ z] of predictions in [0, 1] (paper
+# 003's grid, spacing 1/N = 0.025 at N = 40): the width over which θ sees a prediction cross
+# a threshold. Chosen by a sweep τ ∈ {0.02, 0.05, 0.1, 0.25} of sp_regression on Law and Crime:
+# every τ met the constraints on train; 0.05 traded Crime's loss against its test violation
+# best (Law barely moved).
+THRESHOLD_TEMPERATURE = 0.05
+
+
+def reads_thresholds(expr: Expression) -> bool:
+    """Whether ``expr`` reads a threshold rate ``P[f ≥ z]`` (``score_at_least``).
+
+    Example:
+        >>> from fairgames.rates import error_rate, score_rates
+        >>> reads_thresholds(score_rates(0.5)[0]), reads_thresholds(error_rate())
+        (True, False)
+    """
+    return any(lf.event is not None and not lf.event.indicator.strict
+               for lf in as_expression(expr).leaves())
+
+
+def default_temperature(objective: Expression | None, constraints: Iterable[Constraint]
+                        ) -> float:
+    """The surrogate's scale ``algorithm.temperature=null`` stands for: 1 on scores (the
+    margin ``s − 0`` of a classifier), :data:`THRESHOLD_TEMPERATURE` where a statement reads
+    threshold rates of predictions in [0, 1] (paper 003's statistical parity): a unit scale
+    there would blur the whole range of f into one slope.
+
+    Example:
+        >>> from fairgames.rates import error_rate, score_rates
+        >>> default_temperature(error_rate(), []), default_temperature(
+        ...     error_rate(), [score_rates(0.5)[0] <= 0.4])
+        (1.0, 0.05)
+    """
+    obj, exprs = _expressions(objective, constraints)
+    return THRESHOLD_TEMPERATURE if any(reads_thresholds(e) for e in obj + exprs) else 1.0
 
 
 def _expressions(objective: Expression | None, constraints: Iterable[Constraint]

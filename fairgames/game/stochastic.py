@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from fairgames.rates import Batch
+from fairgames.rates import Batch, threshold_grid
 
 from .snapshots import model_state
 
@@ -236,9 +236,36 @@ class StochasticModel(nn.Module):
         return s.gather(0, r[None, :])[0], r
 
     def predict(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Randomised predictions ``[B]`` in {0, 1}: each example uses one sampled member."""
+        """Randomised predictions ``[B]`` in {0, 1}: each example uses one sampled member
+        (a regressor's values: :meth:`predict_values`)."""
         s, _ = self.sample_scores(x, generator)
         return (s > 0).to(s.dtype)
+
+    def predict_values(self, x: torch.Tensor, generator: torch.Generator | None = None, *,
+                       grid_size: int | None = None) -> torch.Tensor:
+        """A randomised regressor's predictions ``[B]``: each example the value of one sampled
+        member (never the members' average, whose CDF differs: paper 003 §2.4).
+
+        ``grid_size=N`` rounds each value to its cell's midpoint ``⌊f⌋_α + α/2`` (α = 1/N;
+        paper 003 §4.1, the predictor its guarantees are stated for), with ``f < 0`` in the
+        first cell and the top value capped at 1: ``P[f ≥ z]`` is unchanged at every ``z`` of
+        the grid 1/N, …, 1 (a value and its midpoint lie above the same grid points).
+
+        Example:
+            >>> import torch
+            >>> f = torch.nn.Linear(1, 1)                      # f(x) = x
+            >>> _ = f.weight.data.fill_(1.0), f.bias.data.zero_()
+            >>> m = StochasticModel.from_modules([f])
+            >>> m.predict_values(torch.tensor([[0.06], [0.5], [-0.2], [1.0]]),
+            ...                  grid_size=4).tolist()
+            [0.125, 0.625, 0.125, 1.0]
+        """
+        s, _ = self.sample_scores(x, generator)
+        if grid_size is None:
+            return s
+        grid = threshold_grid(grid_size, device=s.device)
+        cells = torch.searchsorted(grid, s.to(torch.float64), right=True)   # grid points ≤ f
+        return ((cells.to(torch.float64) + 0.5) / grid_size).clamp(max=1.0).to(s.dtype)
 
     def batch(self, x: torch.Tensor, labels: torch.Tensor, **kwargs) -> Batch:
         """A rates :class:`Batch` of the mixture (scores ``[R, B]`` + ``mixture_weights``);

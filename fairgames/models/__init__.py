@@ -1,7 +1,11 @@
-"""Scorers for binary classification: linear and MLP, built by name from a config.
+"""Scorers for binary classification and bounded regression: linear and MLP, built by name.
 
 Any ``nn.Module`` mapping features ``[B, D]`` to scores ``[B]`` (predicted positive iff > 0)
-can be trained by fairgames; these are the two the configs name.
+can be trained by fairgames; these are the two the configs name. ``output="unit"`` puts a
+sigmoid on the score so that predictions lie in (0, 1), as paper 003's regressors do
+(f: 𝒳 → [0, 1]; its threshold grid and bounded losses assume it). A sigmoid rather than a
+clamp: a clamped score outside [0, 1] has no gradient, and an SP or loss gradient could not
+bring it back.
 
 Example:
     >>> from fairgames.models import build_model
@@ -15,7 +19,7 @@ from typing import Any
 
 from torch import nn
 
-from .linear import LinearModel
+from .linear import OUTPUTS, LinearModel, decision_threshold, head
 from .mlp import ACTIVATIONS, MLP
 
 MODELS = ("linear", "mlp")
@@ -23,7 +27,8 @@ MODELS = ("linear", "mlp")
 
 def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     """A model by name: ``linear`` (options: ``bias``) or ``mlp`` (``hidden``, ``activation``,
-    ``dropout``). Unknown names and options raise ``ValueError`` naming them.
+    ``dropout``); both take ``output`` (``"score"``, or ``"unit"``: a sigmoid head). Unknown
+    names and options raise ``ValueError`` naming them.
 
     Example:
         >>> import torch
@@ -36,10 +41,10 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
         ValueError: unknown model 'cnn'; choose from ['linear', 'mlp']
     """
     if name == "linear":
-        allowed = {"bias"}
+        allowed = {"bias", "output"}
         cls: Any = LinearModel
     elif name == "mlp":
-        allowed = {"hidden", "activation", "dropout"}
+        allowed = {"hidden", "activation", "dropout", "output"}
         cls = MLP
     else:
         raise ValueError(f"unknown model {name!r}; choose from {list(MODELS)}")
@@ -50,4 +55,5 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     return cls(input_dim, **options)
 
 
-__all__ = ["ACTIVATIONS", "MLP", "MODELS", "LinearModel", "build_model"]
+__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "LinearModel", "build_model",
+           "decision_threshold", "head"]

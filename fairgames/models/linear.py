@@ -12,6 +12,33 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+OUTPUTS = ("score", "unit")
+
+
+def head(output: str) -> str:
+    """Check an ``output`` option: ``"score"`` (the raw score) or ``"unit"`` (its sigmoid, a
+    prediction in (0, 1) for bounded regression, paper 003).
+
+    Example:
+        >>> head("unit")
+        'unit'
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"unknown model output {output!r}; choose from {list(OUTPUTS)} "
+                         "('unit': a sigmoid head, predictions in (0, 1))")
+    return output
+
+
+def decision_threshold(model: nn.Module) -> float:
+    """The score a binary prediction must exceed: 0.5 for a sigmoid head (``output="unit"``,
+    its value estimates P(y = 1)), 0 for a raw score.
+
+    Example:
+        >>> decision_threshold(LinearModel(2, output="unit")), decision_threshold(LinearModel(2))
+        (0.5, 0.0)
+    """
+    return 0.5 if getattr(model, "output", "score") == "unit" else 0.0
+
 
 class LinearModel(nn.Module):
     """Linear scores ``[B]`` from features ``[B, D]``; predicted positive iff the score is > 0.
@@ -19,6 +46,7 @@ class LinearModel(nn.Module):
     Args:
         input_dim: number of features ``D``.
         bias: learn an intercept.
+        output: ``"score"``, or ``"unit"``: ``sigmoid(⟨w, x⟩ + b)`` (starts at 0.5 everywhere).
 
     Example:
         >>> import torch
@@ -27,8 +55,9 @@ class LinearModel(nn.Module):
         (3, [0.0, 0.0])
     """
 
-    def __init__(self, input_dim: int, bias: bool = True) -> None:
+    def __init__(self, input_dim: int, bias: bool = True, output: str = "score") -> None:
         super().__init__()
+        self.output = head(output)
         if not isinstance(input_dim, int) or input_dim < 1:
             raise ValueError(f"input_dim must be a positive int, got {input_dim!r}")
         self.linear = nn.Linear(input_dim, 1, bias=bias)
@@ -39,4 +68,5 @@ class LinearModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores ``[B]`` of features ``x`` ``[B, D]``."""
-        return self.linear(x).squeeze(-1)
+        s = self.linear(x).squeeze(-1)
+        return torch.sigmoid(s) if self.output == "unit" else s

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from .linear import head
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU, "elu": nn.ELU}
 
 
@@ -25,6 +27,7 @@ class MLP(nn.Module):
         hidden: widths of the hidden layers (at least one).
         activation: one of ``relu``, ``tanh``, ``gelu``, ``elu``.
         dropout: dropout probability after each hidden activation (0 disables it).
+        output: ``"score"``, or ``"unit"``: the score's sigmoid (predictions in (0, 1)).
 
     Example:
         >>> import torch
@@ -36,8 +39,9 @@ class MLP(nn.Module):
     """
 
     def __init__(self, input_dim: int, hidden: Sequence[int] = (64,), activation: str = "relu",
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, output: str = "score") -> None:
         super().__init__()
+        self.output = head(output)
         if not isinstance(input_dim, int) or input_dim < 1:
             raise ValueError(f"input_dim must be a positive int, got {input_dim!r}")
         hidden = list(hidden)
@@ -60,4 +64,5 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores ``[B]`` of features ``x`` ``[B, D]``."""
-        return self.net(x).squeeze(-1)
+        s = self.net(x).squeeze(-1)
+        return torch.sigmoid(s) if self.output == "unit" else s

@@ -1,7 +1,8 @@
 """The problem catalog: ``configs/problem/*.yaml`` of a source checkout, loaded by name.
 
 Each file holds a :class:`~fairgames.problems.spec.ProblemSpec`'s fields (plus the run-level
-``baseline_fraction`` and ``data_sets``, the data sets the problem is documented on).
+``baseline_fraction``, ``data_sets``, the data sets the problem is documented on, and
+``recipe``, the data settings it is documented with).
 ``scripts/train.py problem=<name>`` uses the same files through Hydra.
 
 Example:
@@ -22,7 +23,7 @@ import yaml
 from .errors import ProblemError
 from .spec import ProblemSpec
 
-RUN_KEYS = ("baseline_fraction", "data_sets")
+RUN_KEYS = ("baseline_fraction", "data_sets", "recipe")
 
 
 def catalog_dir() -> Path:

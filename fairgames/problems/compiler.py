@@ -20,16 +20,24 @@ Example:
     >>> [c.name for c in compile_constraint(
     ...     "for g in groups: ppr(group=g) <= ppr() + tolerance", env, "dp")]
     ['dp[Male]', 'dp[Female]']
+    >>> sp = compile_constraint("for g in groups, z in thresholds: "
+    ...                         "score_at_least(z, group=g) <= score_at_least(z) + tolerance",
+    ...                         Environment("sex", {"sex": ["Male", "Female"]},
+    ...                                     {"tolerance": 0.05}, grid_size=2), "sp")
+    >>> [c.name for c in sp]
+    ['sp[Male,0.5]', 'sp[Male,1]', 'sp[Female,0.5]', 'sp[Female,1]']
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairgames import rates as R
+from fairgames.rates.thresholds import DEFAULT_GRID_SIZE
 
 from .errors import ProblemSyntaxError
 from .functions import AGGREGATORS, FUNCTIONS, Function, known_functions
@@ -49,6 +57,8 @@ from .language import (
 
 Value = int | float | str | R.Expression
 GROUPS = "groups"
+THRESHOLDS = "thresholds"
+ITERABLES = (GROUPS, THRESHOLDS)
 
 
 @dataclass
@@ -61,11 +71,13 @@ class Environment:
         group_names: attribute → value names in code order, as the data set gives them; an
             attribute missing here is not checked (its values are unknown until data loads).
         variables: name → number or string (``tolerance``, ``protected_group``, ...).
+        grid_size: N of the grid ``thresholds`` = 𝒵 = {1/N, …, 1} (paper 003 §4.1; its
+            values are exactly :func:`fairgames.rates.threshold_grid`'s).
 
     Example:
         >>> env = Environment("sex", {"sex": ["Male", "Female"]}, {"tolerance": 0.05})
         >>> env.names()
-        ['groups', 'tolerance']
+        ['groups', 'thresholds', 'tolerance']
         >>> constraints = compile_constraint("for g in groups: tpr(group=g) >= tpr() - tolerance",
         ...                                  env, "eo")
         >>> [c.name for c in constraints]
@@ -75,13 +87,20 @@ class Environment:
     protected: str | None = None
     group_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     variables: Mapping[str, object] = field(default_factory=dict)
+    grid_size: int = DEFAULT_GRID_SIZE
 
     def names(self) -> list[str]:
-        """The names statements may read: the variables, plus ``groups`` if known."""
-        out = set(self.variables)
+        """The names statements may read: the variables, ``thresholds``, and ``groups`` if
+        known."""
+        out = set(self.variables) | {THRESHOLDS}
         if self.protected is not None and self.protected in self.group_names:
             out.add(GROUPS)
         return sorted(out)
+
+    def thresholds(self) -> list[float]:
+        """The grid 𝒵 = {1/N, …, 1} as Python floats (``k / N``: the same doubles as
+        :func:`fairgames.rates.threshold_grid`)."""
+        return [k / self.grid_size for k in range(1, self.grid_size + 1)]
 
 
 class _Compiler:
@@ -127,9 +146,9 @@ class _Compiler:
                 raise self.error(f"{node.id!r} must be a number or a string, got "
                                  f"{type(v).__name__}", node)
             return v  # type: ignore[return-value]
-        if node.id == GROUPS:
-            raise self.error("'groups' can only be looped over: sum(... for g in groups) or "
-                             "'for g in groups: ...'", node)
+        if node.id in ITERABLES:
+            raise self.error(f"{node.id!r} can only be looped over: sum(... for x in "
+                             f"{node.id}) or 'for x in {node.id}: ...'", node)
         if node.id in FUNCTIONS or node.id in AGGREGATORS:
             raise self.error(f"{node.id!r} is a function; call it: {node.id}()", node)
         known = list(scope) + self.env.names()
@@ -286,10 +305,13 @@ class _Compiler:
             total = total / len(items)  # type: ignore[operator]
         return total
 
-    def loop_values(self, it: Name) -> list[str]:
+    def loop_values(self, it: Name) -> list[str] | list[float]:
+        if it.id == THRESHOLDS:
+            return self.env.thresholds()
         if it.id != GROUPS:
             raise self.error(f"can only loop over 'groups' (the values of the protected "
-                             f"attribute), not {it.id!r}", it)
+                             f"attribute) or 'thresholds' (the grid 1/N, ..., 1), not "
+                             f"{it.id!r}{_suggest(it.id, ITERABLES)}", it)
         attr = self.env.protected
         if attr is None:
             raise self.error("'groups' needs a protected attribute (set data.protected)", it)
@@ -356,11 +378,20 @@ def compile_constraint(source: str, env: Environment, name: str) -> list[R.Const
         tree = parse(source, "constraint")
         comp = _Compiler(source, env)
         if isinstance(tree, ForAll):
-            return [comp.constraint(tree.body, {tree.var: g}, f"{name}[{g}]")
-                    for g in comp.loop_values(tree.iterable)]
+            names = [v for v, _ in tree.loops]
+            combos = itertools.product(*(comp.loop_values(it) for _, it in tree.loops))
+            return [comp.constraint(tree.body, dict(zip(names, combo, strict=True)),
+                                    f"{name}[{','.join(map(_label, combo))}]")
+                    for combo in combos]
         return [comp.constraint(tree, {}, name)]
     except ProblemSyntaxError as e:
         raise e.with_context(f"constraint {name!r}") from None
+
+
+def _label(value: object) -> str:
+    """How a loop value appears in a constraint's name: a group's name, a threshold's short
+    decimal (``0.025``)."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _suggest(word: str, candidates: Sequence[str]) -> str:

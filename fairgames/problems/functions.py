@@ -101,6 +101,9 @@ _TABLE = [
     Function("fbeta", lambda where, beta: R.fbeta(float(beta), where),
              "F_beta = (1+β²)TP / ((1+β²)TP + β²FN + FP), e.g. fbeta(2)", ("beta",),
              ("number",)),
+    Function("score_at_least", lambda where, z: R.score_rates(float(z), where)[0],
+             "P(f(x) >= z): the share of predictions at least z (paper 003's statistical "
+             "parity on the grid: for z in thresholds)", ("z",), ("number",)),
     Function("group_loss", lambda where, loss: R.group_loss(loss, where),
              "E[loss | subset] of a per-example loss: " + ", ".join(sorted(R.LOSSES)),
              ("loss",), ("string",)),

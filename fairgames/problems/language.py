@@ -13,7 +13,8 @@ of :mod:`fairgames.problems.functions`.
 
 Grammar (``statement`` is what a constraint string may be; an objective is an ``expr``)::
 
-    statement  := "for" NAME "in" NAME ":" comparison | comparison
+    statement  := "for" loop ("," loop)* ":" comparison | comparison
+    loop       := NAME "in" NAME                      -- groups, or thresholds (the grid 𝒵)
     comparison := expr (("<=" | ">=" | "==") expr)?
     expr       := term (("+" | "-") term)*
     term       := unary (("*" | "/") unary)*
@@ -28,6 +29,9 @@ Numbers are decimal (``2``, ``0.02``, ``.5``, ``1e-3``); strings use single or d
 constraint is never strict. Every node keeps its column, so errors found later (an unknown
 function, a product of two rates, a group value the data does not have) point at the token.
 
+A constraint may loop over several iterables at once, ``for g in groups, z in thresholds: ...``:
+one constraint per combination (paper 003's statistical parity is ``2·|𝒜|·N`` such rows).
+
 Example:
     >>> tree = parse("fmeasure(group=1) >= fmeasure(group=0) - tolerance", "constraint")
     >>> type(tree).__name__, tree.op
@@ -36,6 +40,9 @@ Example:
     ['tolerance']
     >>> parse("sum(kld(group=g) for g in groups)").func
     'sum'
+    >>> [v for v, _ in parse("for g in groups, z in thresholds: score_at_least(z, group=g) "
+    ...                      "<= score_at_least(z) + tolerance", "constraint").loops]
+    ['g', 'z']
 """
 
 from __future__ import annotations
@@ -302,17 +309,29 @@ class Compare(Node):
 
 @dataclass(frozen=True)
 class ForAll(Node):
-    """``for var in iterable: comparison``: one constraint per value of ``iterable``.
+    """``for var in iterable[, var2 in iterable2 ...]: comparison``: one constraint per value
+    of ``iterable`` (per combination of values, the first loop outermost, when ``more`` holds
+    further ``(var, iterable)`` loops).
 
     Example:
         >>> loop = parse("for g in groups: tpr(group=g) >= 0.8", "constraint")
         >>> loop.var, loop.iterable.id, loop.body.op
         ('g', 'groups', '>=')
+        >>> two = parse("for g in groups, z in thresholds: score_at_least(z, group=g) <= 0.5",
+        ...             "constraint")
+        >>> [(v, it.id) for v, it in two.loops]
+        [('g', 'groups'), ('z', 'thresholds')]
     """
 
     var: str
     iterable: Name
     body: Compare
+    more: tuple[tuple[str, Name], ...] = ()
+
+    @property
+    def loops(self) -> tuple[tuple[str, Name], ...]:
+        """Every ``(loop variable, iterable)``, outermost first."""
+        return ((self.var, self.iterable), *self.more)
 
 
 # --------------------------------------------------------------------------- parser
@@ -351,15 +370,28 @@ class _Parser:
     def statement(self) -> Node:
         if self.at("KEYWORD", "for"):
             start = self.advance()
-            var = self.expect("NAME", what="a loop variable name after 'for'")
-            self.expect("KEYWORD", "in")
-            it = self.expect("NAME", what="what to loop over (e.g. 'groups')")
-            self.expect("OP", ":")
+            loops: list[tuple[str, Name]] = []
+            while True:
+                var, it = self.loop()
+                if any(var.text == v for v, _ in loops):
+                    raise self.error(f"loop variable {var.text!r} is used twice", var)
+                loops.append((var.text, it))
+                if not self.at("OP", ","):
+                    break
+                self.advance()
+            self.expect("OP", ":", what="':' (or ', name in ...' for another loop)")
             body = self.comparison(required=True)
             assert isinstance(body, Compare)
-            return ForAll(start.pos, len(self.source) - start.pos, var.text,
-                          Name(it.pos, len(it.text), it.text), body)
+            (v0, it0), *more = loops
+            return ForAll(start.pos, len(self.source) - start.pos, v0, it0, body, tuple(more))
         return self.comparison(required=False)
+
+    def loop(self) -> tuple[Token, Name]:
+        """``NAME in NAME`` of a constraint's ``for`` prefix."""
+        var = self.expect("NAME", what="a loop variable name after 'for'")
+        self.expect("KEYWORD", "in")
+        it = self.expect("NAME", what="what to loop over (e.g. 'groups' or 'thresholds')")
+        return var, Name(it.pos, len(it.text), it.text)
 
     def comparison(self, required: bool) -> Node:
         left = self.expr()
@@ -516,7 +548,8 @@ def walk(node: Node) -> Iterator[Node]:
         yield node.iterable
         yield from walk(node.body)
     elif isinstance(node, ForAll):
-        yield node.iterable
+        for _, it in node.loops:
+            yield it
         yield from walk(node.body)
 
 
@@ -544,9 +577,13 @@ def free_names(node: Node) -> set[str]:
                 visit(a, bound)
             for k in n.keywords:
                 visit(k.value, bound)
-        elif isinstance(n, Comprehension | ForAll):
+        elif isinstance(n, Comprehension):
             visit(n.iterable, bound)
             visit(n.body, bound | {n.var})
+        elif isinstance(n, ForAll):
+            for _, it in n.loops:
+                visit(it, bound)
+            visit(n.body, bound | {v for v, _ in n.loops})
 
     visit(node, frozenset())
     return out

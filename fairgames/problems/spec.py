@@ -15,8 +15,13 @@ Names a statement may read:
 * ``unconstrained_<metric>`` — a metric (any argument-free function, e.g.
   ``unconstrained_error``) of an unconstrained model that the run trains first on the same
   training split (paper 000, Table 3: error ≤ 1.1 × UncError's error);
+* ``target_loss`` — the loss that fits the data's target (paper 003 §2): ``"squared"`` for a
+  real-valued target, ``"bounded_logistic"`` (its Ex. 2, C = 5) for a binary one, as in
+  ``group_loss(target_loss)``;
 * any name of ``problem.variables``; ``groups`` — the values of the protected attribute, for
-  ``sum(... for g in groups)`` and ``for g in groups: ...``.
+  ``sum(... for g in groups)`` and ``for g in groups: ...``; ``thresholds`` — the grid
+  𝒵 = {1/N, …, 1} with N = ``grid_size`` (paper 003 §4.1; default 40, the paper's), for
+  ``for g in groups, z in thresholds: ...``.
 
 A statement that calls ``churn``, ``win_rate``, ``loss_rate`` or ``win_loss_ratio`` needs a
 baseline model: loaded from ``problem.baseline_path`` or trained by the run.
@@ -38,16 +43,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairgames import rates as R
+from fairgames.rates.subsets import LabelIs
+from fairgames.rates.thresholds import DEFAULT_GRID_SIZE
 
 from .compiler import Environment, compile_constraint, compile_expression
 from .errors import ProblemError
 from .functions import FUNCTIONS
-from .language import called_functions, free_names, parse
+from .language import Call, String, called_functions, free_names, parse, walk
 
 TOLERANCE_KINDS = ("difference", "ratio", "bound", "none")
 UNCONSTRAINED_PREFIX = "unconstrained_"
 BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_ratio"})
-RESERVED = ("tolerance", "protected_group", "groups")
+RESERVED = ("tolerance", "protected_group", "groups", "thresholds", "target_loss")
+# The loss ``target_loss`` names for each label kind (paper 003: least squares for a real
+# target, the bounded logistic loss of its Ex. 2 for a binary one).
+TARGET_LOSSES = {"real": "squared", "binary": "bounded_logistic"}
+# Losses paper 003 defines for predictions in [0, 1] (the others are margin losses on scores).
+BOUNDED_LOSSES = frozenset({"squared", "absolute", "bounded_logistic"})
 
 
 # Each kind's allowed tolerances: (lowest, whether it is allowed, highest, whether it is
@@ -115,6 +127,7 @@ class ProblemSpec:
         variables: more names and their values.
         baseline_path: a saved model to use as the churn baseline (``None``: trained by the run).
         description: one line for reports.
+        grid_size: N of the name ``thresholds`` (𝒵 = {1/N, …, 1}).
 
     Example:
         >>> spec = ProblemSpec("dp", "error()",
@@ -142,8 +155,14 @@ class ProblemSpec:
     variables: Mapping[str, object] = field(default_factory=dict)
     baseline_path: str | None = None
     description: str = ""
+    grid_size: int = DEFAULT_GRID_SIZE
 
     def __post_init__(self) -> None:
+        if isinstance(self.grid_size, bool) or not isinstance(self.grid_size, int) or \
+                self.grid_size < 1:
+            raise ProblemError(f"problem {self.name!r}: grid_size must be a positive whole "
+                               f"number (N of the thresholds 1/N, ..., 1), got "
+                               f"{self.grid_size!r}")
         if not isinstance(self.objective, str):
             raise ProblemError(f"problem {self.name!r}: objective must be a string, got "
                                f"{type(self.objective).__name__}")
@@ -232,6 +251,28 @@ class ProblemSpec:
         """Whether a statement reads a baseline model's predictions (churn, wins, losses)."""
         return any(called_functions(t) & BASELINE_FUNCTIONS for _, t in self._trees())
 
+    def bounded_predictions(self) -> bool:
+        """Whether the statements assume predictions in [0, 1] (paper 003's f: 𝒳 → [0, 1]):
+        they read thresholds (``score_at_least``), ``target_loss`` or a group loss bounded on
+        [0, 1] (``squared``, ``absolute``, ``bounded_logistic``). ``model.output=auto`` puts
+        a sigmoid head on such a problem's model.
+
+        Example:
+            >>> ProblemSpec("bgl", "group_loss('squared')").bounded_predictions()
+            True
+            >>> ProblemSpec("eo", "error()").bounded_predictions()
+            False
+        """
+        for _, tree in self._trees():
+            if "target_loss" in free_names(tree) or "score_at_least" in called_functions(tree):
+                return True
+            for node in walk(tree):
+                if isinstance(node, Call) and node.func == "group_loss" and any(
+                        isinstance(a, String) and a.value in BOUNDED_LOSSES
+                        for a in (*node.args, *(k.value for k in node.keywords))):
+                    return True
+        return False
+
     def uses_protected_group(self) -> bool:
         """Whether a statement reads the name ``protected_group``."""
         return "protected_group" in self.free_names()
@@ -250,7 +291,8 @@ class ProblemSpec:
 
     def build(self, protected: str | None, group_names: Mapping[str, Sequence[str]],
               values: Mapping[str, object] | None = None,
-              group_counts: Mapping[str, int] | None = None) -> BuiltProblem:
+              group_counts: Mapping[str, int] | None = None,
+              label_kind: str | None = None) -> BuiltProblem:
         """Compile against a data set's groups.
 
         Args:
@@ -259,6 +301,8 @@ class ProblemSpec:
             values: run-computed names (``unconstrained_error``, ...).
             group_counts: value name → count on the training split of ``protected`` (used
                 when ``protected_group`` is unset).
+            label_kind: the target's kind (``"binary"`` or ``"real"``): what ``target_loss``
+                names; a statement reading it needs it.
 
         Raises:
             ProblemSyntaxError: with the offending token underlined.
@@ -284,11 +328,19 @@ class ProblemSpec:
                                    "computes by training an unconstrained model first; none "
                                    "was given")
         variables.update(values)
-        env = Environment(protected, group_names, variables)
+        if "target_loss" in names:
+            if label_kind not in TARGET_LOSSES:
+                raise ProblemError(f"problem {self.name!r} reads target_loss, which names the "
+                                   f"loss of the data's target; give the label kind (one of "
+                                   f"{sorted(TARGET_LOSSES)}), got {label_kind!r}")
+            variables["target_loss"] = TARGET_LOSSES[label_kind]
+        env = Environment(protected, group_names, variables, grid_size=self.grid_size)
         objective = compile_expression(self.objective, env, f"objective of {self.name!r}")
         constraints: list[R.Constraint] = []
         for cname, text in self.statements():
             constraints += compile_constraint(text, env, cname)
+        if label_kind == "real":
+            self._refuse_binary_rates(objective, constraints)
         seen: set[str] = set()
         for c in constraints:
             if c.name in seen:
@@ -296,6 +348,23 @@ class ProblemSpec:
                                    f"{c.name!r}")
             seen.add(c.name)  # type: ignore[arg-type]
         return BuiltProblem(objective, constraints, variables)
+
+    def _refuse_binary_rates(self, objective: R.Expression,
+                             constraints: Sequence[R.Constraint]) -> None:
+        """A real-valued target has no classes: refuse, before training, the statements that
+        read a binary label (``tpr``, ``error``, ``label=``, ...), naming them."""
+        def binary(e: R.Expression) -> bool:
+            return any((lf.event is not None and lf.event.uses_label)
+                       or any(isinstance(x, LabelIs) for x in lf.where.literals())
+                       for lf in R.leaves_of([e]))
+        where = (["objective"] if binary(objective) else []) + list(dict.fromkeys(
+            str(c.name).split("[")[0] for c in constraints if binary(c.expression)))
+        if where:
+            raise ProblemError(
+                f"problem {self.name!r}: {', '.join(where)} read a binary label (error, tpr, "
+                "precision, label=, ...), but the data's target is real-valued; train a "
+                "regression problem (sp_regression, bounded_group_loss, group_loss(...) "
+                "statements) or pick a binary target (data.target=...)")
 
     @staticmethod
     def from_mapping(d: Mapping[str, object]) -> ProblemSpec:

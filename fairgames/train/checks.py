@@ -14,9 +14,9 @@ of a pass in one :class:`~fairgames.train.ConfigError`:
 
 A group, a preset or a player adds its keys and rules without editing a central function::
 
-    @register_validator("algorithm", keys=("temperature",))
-    def _check_temperature(cfg, check):
-        check.positive("algorithm.temperature", cfg.algorithm.get("temperature", 1.0))
+    @register_validator("algorithm", keys=("dual_decay",))
+    def _check_dual_decay(cfg, check):
+        check.positive("algorithm.dual_decay", cfg.algorithm.get("dual_decay", 1.0))
 
 Example:
     >>> from dataclasses import dataclass

@@ -90,6 +90,10 @@ class ProblemConfig:
     ``null`` trains one on a ``baseline_fraction`` share of the training split.
     ``data_sets`` documents the data sets the problem is meant for (the solved-by-default
     matrix, ``benchmarks/solved_by_default.py``, runs each); it does not restrict ``data``.
+    ``recipe`` gives data keys the problem is documented with (e.g. ``paper: "003"``: that
+    paper's target, group and split); each applies where the ``data`` config leaves the key
+    null (:func:`fairgames.train.data.apply_recipe`). ``grid_size`` is N of the name
+    ``thresholds`` (the grid 1/N, ..., 1).
 
     Example:
         >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
@@ -108,11 +112,16 @@ class ProblemConfig:
     baseline_path: str | None = None
     baseline_fraction: float = 0.25
     data_sets: list[str] = field(default_factory=list)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    grid_size: int = 40
 
 
 @dataclass
 class ModelConfig:
     """``linear`` (``bias``) or ``mlp`` (``hidden`` widths, ``activation``, ``dropout``).
+    ``output``: ``score`` (the raw score), ``unit`` (a sigmoid head: predictions in (0, 1),
+    for bounded regression) or ``auto`` (``unit`` where the problem's statements assume
+    predictions in [0, 1]: thresholds, ``target_loss``, bounded group losses; else ``score``).
 
     Example:
         >>> ModelConfig(name="mlp", hidden=[32, 16]).hidden
@@ -124,6 +133,7 @@ class ModelConfig:
     hidden: list[int] = field(default_factory=lambda: [64])
     activation: str = "relu"
     dropout: float = 0.0
+    output: str = "auto"
 
 
 @dataclass
@@ -150,7 +160,9 @@ class AlgorithmConfig:
     The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
     indicator; ``auto``: the sigmoid for KLD or ratios on both sides, else the hinge,
-    :func:`fairgames.game.default_surrogate`) and ``ratio_floor``. Every other
+    :func:`fairgames.game.default_surrogate`), its ``temperature`` (the scale of the
+    margin it reads; null: :func:`fairgames.game.default_temperature`, 1 on classifier
+    scores, 0.05 on threshold rates of predictions in [0, 1]) and ``ratio_floor``. Every other
     ``algorithm.<key>`` is declared by a player class (``config_keys``,
     :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
     ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
@@ -171,6 +183,7 @@ class AlgorithmConfig:
     name: str = "proxy_lagrangian"
     multipliers: str | None = None
     surrogate: str = "auto"
+    temperature: float | None = None
     ratio_floor: float = 0.01
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -185,7 +198,8 @@ class AlgorithmConfig:
         """The flat ``algorithm`` group, in the schema's order (the preset, its players' keys,
         the problem's)."""
         return {"name": self.name, "multipliers": self.multipliers, **self.settings,
-                "surrogate": self.surrogate, "ratio_floor": self.ratio_floor}
+                "surrogate": self.surrogate, "temperature": self.temperature,
+                "ratio_floor": self.ratio_floor}
 
 
 _SCHEMA: dict[tuple[Any, ...], type] = {}
@@ -201,7 +215,7 @@ def algorithm_schema() -> type:
     Example:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
-         'psi_steps', 'theta_steps', 'surrogate', 'ratio_floor']
+         'psi_steps', 'theta_steps', 'surrogate', 'temperature', 'ratio_floor']
     """
     declared = [key for key, _ in registered_config_keys().values()]
     signature = tuple((k.name, k.type, k.default) for k in declared)
@@ -212,7 +226,7 @@ def algorithm_schema() -> type:
         front = [(n, shared[n].type, field(default=shared[n].default))
                  for n in ("name", "multipliers")]
         back = [(n, shared[n].type, field(default=shared[n].default))
-                for n in ("surrogate", "ratio_floor")]
+                for n in ("surrogate", "temperature", "ratio_floor")]
         schema = make_dataclass("AlgorithmConfig", [*front, *own, *back])
         schema.__module__ = __name__
         schema.__doc__ = "The ``algorithm`` group's schema (see :func:`algorithm_schema`)."
@@ -383,9 +397,10 @@ def _check_data(c: DictConfig, check: Checks) -> None:
     data = c.data
     if not isinstance(data.get("name"), str) or not data.get("name"):
         check.bad("data.name", data.get("name"), "the data set's name (e.g. adult, synthetic)")
-    if not isinstance(data.get("protected"), str) or not data.get("protected"):
-        check.bad("data.protected", data.get("protected"),
-                  "the protected attribute's name (e.g. sex)")
+    protected = data.get("protected")
+    if protected is not None and (not isinstance(protected, str) or not protected):
+        check.bad("data.protected", protected,
+                  "the protected attribute's name (e.g. sex), or null: the recipe's")
 
 
 @register_validator("problem")
@@ -405,11 +420,12 @@ def _check_problem(c: DictConfig, check: Checks) -> None:
 
 @register_validator("model")
 def _check_model(c: DictConfig, check: Checks) -> None:
-    from fairgames.models import ACTIVATIONS, MODELS
+    from fairgames.models import ACTIVATIONS, MODELS, OUTPUTS
 
     m = c.model
     check.choice("model.name", m.name, MODELS)
     check.choice("model.activation", m.activation, ACTIVATIONS)
+    check.choice("model.output", m.output, ("auto", *OUTPUTS))
     if not 0.0 <= m.dropout < 1.0:
         check.bad("model.dropout", m.dropout, "must lie in [0, 1)")
     if m.name == "mlp" and (not m.hidden or any(h < 1 for h in m.hidden)):
@@ -435,6 +451,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     if a.multipliers is not None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
     check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
+    check.positive("algorithm.temperature", a.get("temperature"), allow_none=True)
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
 

@@ -5,6 +5,11 @@ other key is a keyword argument of :func:`fairgames.data.make_synthetic` (``name
 or of :func:`fairgames.data.load` (real data sets), checked against its signature so that a
 misspelt key fails with the list of accepted ones.
 
+Precedence of a data key: the value the ``data`` config (or the command line) sets, else the
+problem's ``recipe`` (:func:`apply_recipe`: ``problem=sp_regression`` names paper 003), else
+the loader's recipe default — a key left null (``protected: null``, ``target: null``) is the
+recipe's, so ``problem=sp_regression data=law`` trains on ``ugpa`` by ``race_white``.
+
 Example:
     >>> splits = load_splits({"name": "synthetic", "protected": "group", "n": 300}, seed=0)
     >>> len(splits.train) + len(splits.validation) + len(splits.test)
@@ -33,6 +38,36 @@ from fairgames.game.solutions import StochasticModel
 from fairgames.rates import Batch
 
 from .config import ConfigError
+
+SYNTHETIC_PROTECTED = "group"   # make_synthetic's only attribute
+
+
+def apply_recipe(data_cfg: Mapping[str, Any], recipe: Mapping[str, Any] | None
+                 ) -> dict[str, Any]:
+    """``data_cfg`` with the problem's ``recipe`` keys filled in where it leaves them null.
+
+    A recipe naming a paper (``paper: "003"``) also leaves ``protected`` and ``target`` to
+    that paper's recipe, unless the config sets them: they are null in ``configs/data``.
+
+    Raises:
+        ConfigError: a recipe key the data config does not have.
+
+    Example:
+        >>> law = {"name": "law", "protected": None, "target": None, "paper": None,
+        ...        "validation_fraction": None}
+        >>> apply_recipe(law, {"paper": "003", "validation_fraction": 0.2})["paper"]
+        '003'
+        >>> apply_recipe({**law, "paper": "000"}, {"paper": "003"})["paper"]   # the user's
+        '000'
+    """
+    out = dict(data_cfg)
+    for key, value in (recipe or {}).items():
+        if key not in out:
+            raise ConfigError(f"problem.recipe.{key}: data set {out.get('name')!r} has no key "
+                              f"{key!r}; its keys are {sorted(out)}")
+        if out[key] is None:
+            out[key] = value
+    return out
 
 
 def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
@@ -70,7 +105,7 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
         if name == "synthetic" or isinstance(e, DataArgumentError):
             raise ConfigError(f"invalid data config: {e}") from e
         raise
-    if protected not in splits.train.groups:
+    if protected is not None and protected not in splits.train.groups:
         raise ConfigError(f"data.protected={protected!r}: data set {name!r} has the "
                           f"attributes {sorted(splits.train.groups)}")
     for split_name, ds in splits.items():
@@ -162,6 +197,24 @@ def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tens
     """
     for start in range(0, n, size):
         yield torch.arange(start, min(n, start + size), device=device)
+
+
+def loaded_keys(data_cfg: Mapping[str, Any], splits: DatasetSplits) -> dict[str, Any]:
+    """``data_cfg`` with ``protected`` and ``target`` as loaded (a null is the recipe's
+    choice, read back from the splits' metadata), for the run's record.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> loaded_keys({"name": "synthetic", "protected": None}, make_synthetic(n=100))
+        {'name': 'synthetic', 'protected': 'group'}
+    """
+    out = dict(data_cfg)
+    meta = splits.metadata or {}
+    if out.get("protected") is None:
+        out["protected"] = meta.get("protected") or SYNTHETIC_PROTECTED
+    if "target" in out and out["target"] is None:
+        out["target"] = meta.get("target")
+    return out
 
 
 @torch.no_grad()

@@ -50,11 +50,12 @@ from tqdm.auto import tqdm
 from fairgames.data import MinibatchSampler, TabularDataset
 from fairgames.game import ConstrainedOptimizer, NonFiniteStepError
 from fairgames.game.solutions import SnapshotRecorder
+from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
 from .checkpoint import write_checkpoint
 from .data import predict_scores
-from .evaluation import batch_group_table
+from .evaluation import batch_group_table, parity_gaps
 from .logger import RunLogger
 
 ENGINE_FORMAT = 2
@@ -200,6 +201,10 @@ class Engine:
         train, heldout, protected = data.train, data.heldout, data.protected
         self.model, self.copt, self.train = model, copt, train
         self.protected = protected
+        # the threshold rates P[f ≥ z] the problem reads (paper 003's SP grid), for the
+        # compact parity scalars logged beside λ
+        self.thresholds = sorted({lf.event.indicator.threshold for lf in copt.problem.leaves
+                                  if lf.event is not None and not lf.event.indicator.strict})
         self.steps = int(steps)
         batch_size, balanced_by = batches.size, protected if batches.balanced else None
         self.full_batch = batch_size is None or batch_size >= len(train)
@@ -379,7 +384,11 @@ class Engine:
                 for n, c in copt.problem.constraints.items()}
         # unweighted (a balanced sampler's importance weights would weight the counts)
         entry["groups"] = batch_group_table(Batch(scores=scores, **{**fields, "weights": None}),
-                                            self.protected)
+                                            self.protected, decision_threshold(self.model))
+        if self.thresholds:
+            entry["parity"] = parity_gaps(scores, fields["groups"][self.protected],
+                                          fields["group_values"][self.protected],
+                                          self.thresholds)
         entry["likely_infeasible"] = copt.likely_infeasible()
         self.history.append(entry)
         if self.logger is not None:
@@ -641,5 +650,7 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
         for rate, v in rates.items():
             if rate != "count":
                 out[f"groups/{key}/{rate}"] = v
+    for key, v in entry.get("parity", {}).items():
+        out[f"parity/{key}"] = v
     return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
             for k, v in out.items()}

@@ -23,7 +23,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import dataclasses
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -39,8 +40,10 @@ from fairgames.rates import (
     ExactEvaluator,
     Expression,
     GroupTable,
+    ks_disparity,
     leaves_of,
     summary_metrics,
+    threshold_rates,
 )
 
 from .data import chunks, make_batch
@@ -59,14 +62,24 @@ class SolutionEvaluator:
         constraints: the problem's named constraints.
         protected: the attribute whose groups the table lists.
         chunk: rows per evaluation chunk.
+        grid: thresholds ``[N]`` of a problem on predictions in [0, 1] (paper 003): each
+            evaluation then also reports the exact KS disparity ``ks_disparity`` and the
+            grid's worst ``|γ̂_{a,z}|`` ``grid_disparity``
+            (:mod:`fairgames.rates.thresholds`; a mixture's member-weighted expectation).
+        decision: the score a binary prediction exceeds in the headline error and the
+            per-group rates (0.5 for a sigmoid head: :func:`fairgames.models.decision_threshold`);
+            the problem's own statements read the scores as they are.
     """
 
     def __init__(self, objective: Expression, constraints: Sequence[Constraint],
-                 protected: str, chunk: int = 65536) -> None:
+                 protected: str, chunk: int = 65536, grid: torch.Tensor | None = None,
+                 decision: float = 0.0) -> None:
         self.objective = objective
         self.constraints = list(constraints)
         self.protected = protected
         self.chunk = int(chunk)
+        self.grid = grid
+        self.decision = float(decision)
         self._views: dict[tuple, tuple[ExactEvaluator, GroupTable, list[str]]] = {}
 
     def _view(self, ds: TabularDataset) -> tuple[ExactEvaluator, GroupTable, list[str]]:
@@ -98,20 +111,39 @@ class SolutionEvaluator:
         and ``groups``. The objective or a constraint with an empty subset on ``ds`` is NaN
         (``None`` in ``results.json``)."""
         evaluator, table, summary = self._view(ds)
-        parts = (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
-                            mixture_weights=mixture_weights)
-                 for idx in chunks(len(ds), self.chunk, ds.device))
-        values = evaluator.evaluate(parts)
+
+        def parts(s: torch.Tensor) -> Iterator[Batch]:
+            return (make_batch(ds, s[..., idx], idx, baseline_scores=baseline_scores,
+                               mixture_weights=mixture_weights)
+                    for idx in chunks(len(ds), self.chunk, ds.device))
+        values = evaluator.evaluate(parts(scores))
+        # a binary target's rates at the model's decision (a second pass, shifted scores)
+        shifted = (evaluator.evaluate(parts(scores - self.decision))
+                   if self.decision and ds.label_kind == "binary" else values)
         out: dict[str, Any] = {"label_kind": ds.label_kind,
                                "objective": values[("objective",)]}
-        out.update({k: values[("summary", k)] for k in summary})
+        out.update({k: shifted[("summary", k)] for k in summary})
+        if self.grid is not None:
+            out.update(self.disparities(ds, scores, mixture_weights))
         out["constraints"] = {}
         for c in self.constraints:
             g = values[("constraint", c.name)]
             out["constraints"][c.name] = {"value": g,
                                           "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
-        out["groups"] = table.table(values)
+        out["groups"] = table.table(shifted)
         return out
+
+
+    def disparities(self, ds: TabularDataset, scores: torch.Tensor,
+                    mixture_weights: torch.Tensor | None = None) -> dict[str, float]:
+        """``ks_disparity`` and ``grid_disparity`` of scores ``[N]`` or a mixture's ``[R, N]``
+        on ``ds`` (groups of the protected attribute with no row are left out)."""
+        assert self.grid is not None
+        codes, k = ds.groups[self.protected], len(ds.group_names[self.protected])
+        q = mixture_weights
+        return {"ks_disparity": ks_disparity(scores, codes, k, member_weights=q),
+                "grid_disparity": threshold_rates(scores, codes, k, self.grid,
+                                                  member_weights=q).disparity()}
 
 
 def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDataset,
@@ -167,7 +199,7 @@ def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected:
     if isinstance(problem, ProblemSpec):
         stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
         built = problem.build(protected, train.group_names, stand_ins,
-                              train.group_counts(protected))
+                              train.group_counts(protected), label_kind=train.label_kind)
         return built.objective, list(built.constraints)
     return problem.objective, list(problem.constraints.values())
 
@@ -242,9 +274,11 @@ def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
     return GroupTable(attribute, names, "binary").evaluate(batch)
 
 
-def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float | None]]:
+def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
+                      ) -> dict[str, dict[str, float | None]]:
     """The per-group table of ``batch`` by its label kind (:class:`~fairgames.rates.GroupTable`):
-    classification rates for a binary target, losses for a real one.
+    classification rates for a binary target (predicted positive: score > ``decision``),
+    losses for a real one.
 
     Example:
         >>> import torch
@@ -254,4 +288,28 @@ def batch_group_table(batch: Batch, attribute: str) -> dict[str, dict[str, float
         >>> round(batch_group_table(b, "g")["overall"]["mse"], 4)
         0.025
     """
+    if decision and batch.label_kind == "binary":
+        batch = dataclasses.replace(batch, scores=batch.scores - decision)
     return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)
+
+
+def parity_gaps(scores: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
+                thresholds: Sequence[float]) -> dict[str, float]:
+    """The compact statistical-parity scalars TensorBoard shows beside λ (paper 003): the
+    worst ``|γ̂_{a,z}| = |P[f ≥ z | A=a] − P[f ≥ z]|`` over the thresholds (``worst_gap``) and
+    each group's own worst (``<value>/max_gap``), exact on these scores; soft groups (a
+    membership matrix) have none.
+
+    Example:
+        >>> parity_gaps(torch.tensor([0.1, 0.9, 0.9, 0.9]), torch.tensor([0, 0, 1, 1]),
+        ...             ["a", "b"], [0.5])
+        {'worst_gap': 0.25, 'a/max_gap': 0.25, 'b/max_gap': 0.25}
+    """
+    if codes.is_floating_point():
+        return {}
+    t = threshold_rates(scores, codes, len(names), torch.tensor(list(thresholds)))
+    per_group = t.gaps.abs().amax(1).tolist()
+    out = {"worst_gap": t.disparity()}
+    out.update({f"{v}/max_gap": g for v, g in zip(names, per_group, strict=True)
+                if g == g})                                    # NaN: a group absent here
+    return out

@@ -4,7 +4,7 @@
 Example:
     >>> model_options({"name": "mlp", "hidden": [8], "activation": "relu", "dropout": 0.0,
     ...                "bias": True})
-    {'name': 'mlp', 'hidden': [8], 'activation': 'relu', 'dropout': 0.0}
+    {'name': 'mlp', 'hidden': [8], 'activation': 'relu', 'dropout': 0.0, 'output': 'score'}
 """
 
 from __future__ import annotations
@@ -34,10 +34,28 @@ OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
 def model_options(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`fairgames.models.build_model` in a model config."""
     name = model_cfg["name"]
+    # "auto" is resolved against the problem by the run (resolve_output); a saved config of
+    # an older run has no output key: the raw score
+    output = model_cfg.get("output", "score")
     if name == "linear":
-        return {"name": name, "bias": model_cfg.get("bias", True)}
+        return {"name": name, "bias": model_cfg.get("bias", True), "output": output}
     return {"name": name, "hidden": list(model_cfg["hidden"]),
-            "activation": model_cfg["activation"], "dropout": model_cfg["dropout"]}
+            "activation": model_cfg["activation"], "dropout": model_cfg["dropout"],
+            "output": output}
+
+
+def resolve_output(model_cfg: Mapping[str, Any], bounded: bool) -> dict[str, Any]:
+    """``model_cfg`` with ``output: auto`` resolved: ``unit`` (a sigmoid head) for a problem
+    whose statements assume predictions in [0, 1] (``bounded``), else ``score``.
+
+    Example:
+        >>> resolve_output({"name": "linear", "output": "auto"}, True)["output"]
+        'unit'
+    """
+    out = dict(model_cfg)
+    if out.get("output", "auto") == "auto":
+        out["output"] = "unit" if bounded else "score"
+    return out
 
 
 def train_unconstrained(model_factory: ModelFactory, optimizer_factory: OptimizerFactory,

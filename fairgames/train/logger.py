@@ -8,6 +8,9 @@ Tags (``/`` groups them in TensorBoard):
   ``/surrogate_violation`` (the surrogate bound); ``constraint/max_violation``;
 * ``multiplier/<row>`` for every multiplier row, ``multiplier/objective_weight``;
 * ``slack/<name>`` for every slack (ξ, a, b);
+* ``parity/worst_gap`` and ``parity/<value>/max_gap`` where the problem reads threshold
+  rates (paper 003's statistical parity): the worst |P[f ≥ z | A=a] − P[f ≥ z]| over its
+  thresholds on the training batch, overall and per group;
 * ``groups/<attribute>=<value>/<rate>`` on the training batch;
 * ``game/likely_infeasible``; ``game/empty_subsets`` (the step's subsets with no weight in
   its batch, whose rates read running estimates);

@@ -42,6 +42,8 @@ TABLE_RATES = ("share", "base_rate", "positive_rate", "tpr", "fpr", "error", "pr
 TABLE_LOSSES = ("share", "mean_label", "mean_prediction", "mse", "mae")
 # A solution's headline metrics and per-group columns, by label kind.
 HEADLINE = {"binary": ("error",), "real": ("mse", "mae")}
+# ... followed by a problem on predictions in [0, 1]'s statistical parity (paper 003).
+DISPARITIES = ("ks_disparity", "grid_disparity")
 TABLE_COLUMNS = {"binary": TABLE_RATES, "real": TABLE_LOSSES}
 
 
@@ -173,7 +175,8 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
                 f"{rec['solution']} — {rec['reason']}.", ""]
     out += ["Constraint values are `g` in `g <= 0`: positive means violated.", ""]
     kind = sol["final"]["test"].get("label_kind", "binary")
-    headline, columns = HEADLINE[kind], TABLE_COLUMNS[kind]
+    headline = HEADLINE[kind] + tuple(k for k in DISPARITIES if k in sol["final"]["test"])
+    columns = TABLE_COLUMNS[kind]
     solutions = [s for s in SOLUTIONS if s in sol]    # results written before `recommended`
     rows = []
     for s in solutions:

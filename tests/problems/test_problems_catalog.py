@@ -183,7 +183,8 @@ def test_p1_metrics_are_the_paper_000_losses():
 
 
 def test_spec_errors_are_clear(tmp_path):
-    with pytest.raises(ProblemError, match=r"unknown problem 'fairnes'.*\['churn'"):
+    with pytest.raises(ProblemError,
+                       match=r"unknown problem 'fairnes'.*\['bounded_group_loss', 'churn'"):
         load_problem("fairnes")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nobjective: error()\nconstrains: {}\n")

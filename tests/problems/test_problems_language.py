@@ -136,7 +136,7 @@ def test_free_names_exclude_loop_variables():
                              "group, not_group, label, attribute"]),
     ("tolerence * tpr()", "tolerence", ["unknown name 'tolerence'",
                                         "did you mean 'tolerance'", "known names: cap, groups, "
-                                        "tolerance"]),
+                                        "thresholds, tolerance"]),
     ("tpr(group='Femal')", "'Femal'", ["unknown value 'Femal' of 'sex'",
                                         "did you mean 'Female'", "['Male', 'Female']"]),
     ("tpr(group=2)", "2", ["group code 2 is out of range", "0..1"]),

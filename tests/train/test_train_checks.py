@@ -15,19 +15,19 @@ from fairgames.train.checks import (
 )
 
 
-def _temperature(cfg, check: Checks) -> None:
-    check.positive("algorithm.temperature", cfg.algorithm.get("temperature", 1.0))
+def _dual_decay(cfg, check: Checks) -> None:
+    check.positive("algorithm.dual_decay", cfg.algorithm.get("dual_decay", 1.0))
 
 
 @pytest.fixture
-def temperature_rule():
-    register_validator("algorithm", _temperature, keys=("temperature",))
+def dual_decay_rule():
+    register_validator("algorithm", _dual_decay, keys=("dual_decay",))
     yield
-    unregister_validator("algorithm", _temperature)
+    unregister_validator("algorithm", _dual_decay)
 
 
-def test_a_registered_rule_is_listed_with_the_built_in_ones(compose_cfg, temperature_rule):
-    cfg = compose_cfg("+algorithm.temperature=-2", "trainer.device=gpu", "optimizer.lr=-1",
+def test_a_registered_rule_is_listed_with_the_built_in_ones(compose_cfg, dual_decay_rule):
+    cfg = compose_cfg("+algorithm.dual_decay=-2", "trainer.device=gpu", "optimizer.lr=-1",
                       "seed=-1")
     with pytest.raises(ConfigError) as info:
         validate(cfg)
@@ -36,25 +36,25 @@ def test_a_registered_rule_is_listed_with_the_built_in_ones(compose_cfg, tempera
     # One message, in group order: optimizer, algorithm (built-in, then the plug-in), trainer,
     # seed.
     assert [ln.strip().split("=")[0] for ln in lines[1:]] == [
-        "optimizer.lr", "algorithm.temperature", "trainer.device", "seed"]
-    assert "algorithm.temperature=-2: must be positive and finite" in lines[2]
+        "optimizer.lr", "algorithm.dual_decay", "trainer.device", "seed"]
+    assert "algorithm.dual_decay=-2: must be positive and finite" in lines[2]
 
 
-def test_a_declared_key_is_known_and_an_undeclared_one_is_not(compose_cfg, temperature_rule):
-    validate(compose_cfg("+algorithm.temperature=0.5"))      # declared: accepted, value fine
-    with pytest.raises(ConfigError, match=r"unknown key algorithm.temprature; algorithm takes "
-                                          r"\[.*'temperature'"):
-        validate(compose_cfg("+algorithm.temprature=0.5"))
+def test_a_declared_key_is_known_and_an_undeclared_one_is_not(compose_cfg, dual_decay_rule):
+    validate(compose_cfg("+algorithm.dual_decay=0.5"))      # declared: accepted, value fine
+    with pytest.raises(ConfigError, match=r"unknown key algorithm.dual_dacay; algorithm takes "
+                                          r"\[.*'dual_decay'"):
+        validate(compose_cfg("+algorithm.dual_dacay=0.5"))
 
 
 def test_an_unregistered_rule_no_longer_runs(compose_cfg):
-    register_validator("algorithm", _temperature, keys=("temperature",))
-    cfg = compose_cfg("+algorithm.temperature=-2")
+    register_validator("algorithm", _dual_decay, keys=("dual_decay",))
+    cfg = compose_cfg("+algorithm.dual_decay=-2")
     assert value_errors(cfg, groups=["algorithm"]) == [
-        "algorithm.temperature=-2: must be positive and finite"]
-    unregister_validator("algorithm", _temperature)
+        "algorithm.dual_decay=-2: must be positive and finite"]
+    unregister_validator("algorithm", _dual_decay)
     assert value_errors(cfg, groups=["algorithm"]) == []
-    with pytest.raises(ConfigError, match="unknown key algorithm.temperature"):
+    with pytest.raises(ConfigError, match="unknown key algorithm.dual_decay"):
         validate(cfg)
 
 

@@ -13,7 +13,7 @@ from omegaconf.errors import ValidationError
 from fairgames.game import PRESETS
 from fairgames.problems import ProblemSyntaxError, available_problems
 from fairgames.train import ConfigError, NoCheckpointError, run, validate
-from fairgames.train.data import load_splits
+from fairgames.train.data import apply_recipe, load_splits, loaded_keys
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS_GROUPS = ["model", "optimizer", "algorithm", "trainer", "problem", "data"]
@@ -22,7 +22,10 @@ CONFIGS_GROUPS = ["model", "optimizer", "algorithm", "trainer", "problem", "data
 def test_default_config_is_the_quick_real_job(compose_cfg):
     cfg = compose_cfg()
     validate(cfg)
-    assert cfg.data.name == "adult" and cfg.data.protected == "sex"
+    # data.protected null: the recipe's, Adult's sex (as the run records it)
+    assert cfg.data.name == "adult" and cfg.data.protected is None
+    data = apply_recipe(dict(cfg.data), dict(cfg.problem.recipe))
+    assert loaded_keys(data, load_splits(data, 0))["protected"] == "sex"
     assert cfg.problem.name == "equal_opportunity"
     assert cfg.trainer.steps is None and cfg.trainer.batch_size is None   # by the problem
     assert cfg.trainer.device == "auto" and cfg.seed == 0

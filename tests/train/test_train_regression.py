@@ -80,7 +80,8 @@ def test_regression_results_are_schema_valid_and_equal_numpy(regression_run):
 def test_regression_report_lists_losses_not_rates(regression_run):
     result, _ = regression_run
     report = (result.run_dir / "report.md").read_text()
-    assert "| solution | split | objective | mse | mae | max violation |" in report
+    assert ("| solution | split | objective | mse | mae | ks_disparity | grid_disparity | "
+            "max violation |") in report
     assert "## Per-group losses: final, test split" in report
     assert "| group | share | mean_label | mean_prediction | mse | mae |" in report
     mse = result.results["solutions"]["final"]["test"]["mse"]
