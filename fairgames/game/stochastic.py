@@ -36,7 +36,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from fairgames.rates import Batch, threshold_grid
+from fairgames.rates import Batch
+from fairgames.rates.thresholds import rounded
 
 from .snapshots import model_state
 
@@ -86,6 +87,20 @@ def _check_names(expected: Sequence[str], given: Mapping[str, torch.Tensor]) -> 
     if missing or extra:
         raise ValueError(f"the member state does not match the module: missing {missing}, "
                          f"unexpected {extra}")
+
+
+def as_scores(out: torch.Tensor) -> torch.Tensor:
+    """A model's output as scores ``[B]``: ``[B]`` as it is, ``[B, 1]`` flattened.
+
+    Example:
+        >>> as_scores(torch.zeros(3, 1)).shape
+        torch.Size([3])
+    """
+    if out.dim() == 2 and out.shape[-1] == 1:
+        out = out[:, 0]
+    if out.dim() != 1:
+        raise ValueError(f"the model must output scores [B] or [B, 1], got {tuple(out.shape)}")
+    return out
 
 
 class StochasticModel(nn.Module):
@@ -211,12 +226,7 @@ class StochasticModel(nn.Module):
         """Scores ``[B]`` of member ``r`` alone."""
         if not 0 <= r < len(self):
             raise IndexError(f"member {r} out of range for a mixture of {len(self)}")
-        out = functional_call(self.skeleton, self.member_state(r), (x,))
-        if out.dim() == 2 and out.shape[-1] == 1:
-            out = out[:, 0]
-        if out.dim() != 1:
-            raise ValueError(f"the model must output scores [B] or [B, 1], got {tuple(out.shape)}")
-        return out
+        return as_scores(functional_call(self.skeleton, self.member_state(r), (x,)))
 
     def predict_proba(self, x: torch.Tensor) -> torch.Tensor:
         """``P(ŷ = 1 | x) = Σ_r w_r 1{s_r(x) > 0}`` ``[B]`` (exact, no sampling)."""
@@ -261,11 +271,7 @@ class StochasticModel(nn.Module):
             [0.125, 0.625, 0.125, 1.0]
         """
         s, _ = self.sample_scores(x, generator)
-        if grid_size is None:
-            return s
-        grid = threshold_grid(grid_size, device=s.device)
-        cells = torch.searchsorted(grid, s.to(torch.float64), right=True)   # grid points ≤ f
-        return ((cells.to(torch.float64) + 0.5) / grid_size).clamp(max=1.0).to(s.dtype)
+        return s if grid_size is None else rounded(s, grid_size).to(s.dtype)
 
     def batch(self, x: torch.Tensor, labels: torch.Tensor, **kwargs) -> Batch:
         """A rates :class:`Batch` of the mixture (scores ``[R, B]`` + ``mixture_weights``);

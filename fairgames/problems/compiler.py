@@ -98,9 +98,9 @@ class Environment:
         return sorted(out)
 
     def thresholds(self) -> list[float]:
-        """The grid 𝒵 = {1/N, …, 1} as Python floats (``k / N``: the same doubles as
-        :func:`fairgames.rates.threshold_grid`)."""
-        return [k / self.grid_size for k in range(1, self.grid_size + 1)]
+        """The grid 𝒵 = {1/N, …, 1} (:func:`fairgames.rates.threshold_grid`) as Python
+        floats."""
+        return R.threshold_grid(self.grid_size).tolist()
 
 
 class _Compiler:

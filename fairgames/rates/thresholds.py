@@ -53,6 +53,45 @@ def threshold_grid(size: int = DEFAULT_GRID_SIZE, *, dtype: torch.dtype = torch.
     return torch.arange(1, size + 1, dtype=dtype, device=device) / size
 
 
+def cells(u: torch.Tensor, grid_size: int) -> torch.Tensor:
+    """The cell ``k(u) = #{z ∈ 𝒵 : z ≤ u}`` ∈ {0, …, N} of each prediction (int64): ``⌊u⌋_α =
+    k·α`` for u in [0, 1] (α = 1/N), and ``1{u ≥ z_j} = 1{k ≥ j}`` exactly (the comparisons of
+    :func:`threshold_rates`); a prediction below 0 falls in cell 0.
+
+    Example:
+        >>> import torch
+        >>> cells(torch.tensor([-0.3, 0.0, 0.25, 0.6, 1.0, 1.7]), 4).tolist()
+        [0, 0, 1, 2, 4, 4]
+    """
+    grid = threshold_grid(grid_size, dtype=torch.float64, device=u.device)
+    return torch.searchsorted(grid, u.detach().to(torch.float64).contiguous(), right=True)
+
+
+def cell_values(k: torch.Tensor, grid_size: int) -> torch.Tensor:
+    """The value paper 003's discretised loss scores in cell ``k``: its midpoint ``kα + α/2``
+    (Eq. 5), and 1 in the top cell ``k = N`` (where ℓ(y, u) = ℓ(y, 1)); float64.
+
+    Example:
+        >>> import torch
+        >>> cell_values(torch.tensor([0, 3, 4]), 4).tolist()
+        [0.125, 0.875, 1.0]
+    """
+    return ((k.to(torch.float64) + 0.5) / grid_size).clamp(max=1.0)
+
+
+def rounded(u: torch.Tensor, grid_size: int) -> torch.Tensor:
+    """The deployed prediction of paper 003's guarantee (its §2.4, §4.1): the value of ``u``'s
+    cell, ``⌊u⌋_α + α/2`` (1 for ``u ≥ 1``, the first cell's midpoint for ``u < 0``). A value
+    and its rounding lie above the same grid points, so ``P[f ≥ z]`` is unchanged on the grid.
+
+    Example:
+        >>> import torch
+        >>> rounded(torch.tensor([-0.1, 0.3, 2.0]), 4).tolist()
+        [0.125, 0.375, 1.0]
+    """
+    return cell_values(cells(u, grid_size), grid_size)
+
+
 @dataclass(frozen=True)
 class ThresholdRates:
     """``P[f ≥ z | A = a]`` per group (``groups`` ``[G, N]``; NaN rows for groups with no

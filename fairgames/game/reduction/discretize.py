@@ -3,8 +3,9 @@ the prefix sums g_λ and the argmin targets U_i of the LS / LR oracles.
 
 A prediction ``u`` falls in cell ``k(u) = #{z ∈ 𝒵 : z ≤ u}`` ∈ {0, …, N}, so ``⌊u⌋_α = k·α``
 and ``1{u ≥ z_j} = 1{k(u) ≥ j}``: the cell of a prediction is exactly what the threshold
-rates of :mod:`fairgames.rates.thresholds` see (same comparisons, same grid), and a
-prediction below 0 falls in cell 0 (notes §5 #1–#2: we keep the paper's grid without 0 and
+rates of :mod:`fairgames.rates.thresholds` see (``cells``, ``cell_values`` and ``rounded``
+live there, beside the grid, and are re-exported here), and a prediction below 0 falls in
+cell 0 (notes §5 #1–#2: we keep the paper's grid without 0 and
 never clip the model; the rounding does it).
 
 Decisions (notes §5):
@@ -30,20 +31,10 @@ from __future__ import annotations
 import torch
 
 from fairgames.rates.losses import Loss
-from fairgames.rates.thresholds import threshold_grid
+from fairgames.rates.thresholds import cell_values, cells, rounded, threshold_grid
 
-
-def cells(u: torch.Tensor, grid_size: int) -> torch.Tensor:
-    """The cell ``k(u) = #{z ∈ 𝒵 : z ≤ u}`` ∈ {0, …, N} of each prediction (int64), so that
-    ``⌊u⌋_α = k·α`` for u in [0, 1], and ``1{u ≥ z_j} = 1{k ≥ j}`` exactly.
-
-    Example:
-        >>> import torch
-        >>> cells(torch.tensor([0.2, 0.5, 0.99]), 2).tolist()
-        [0, 1, 1]
-    """
-    grid = threshold_grid(grid_size, dtype=torch.float64, device=u.device)
-    return torch.searchsorted(grid, u.detach().to(torch.float64).contiguous(), right=True)
+__all__ = ["cell_values", "cells", "clamped_loss", "costs", "discretized_loss",
+           "lagrangian_costs", "predictor_cost", "prefix_sums", "rounded", "targets"]
 
 
 def clamped_loss(loss: Loss, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -60,32 +51,6 @@ def clamped_loss(loss: Loss, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return loss(u.reshape(-1), y.reshape(-1)).reshape(u.shape)
 
 
-def cell_values(k: torch.Tensor, grid_size: int) -> torch.Tensor:
-    """The point ℓ_α scores in cell ``k``: ``kα + α/2`` (Eq. 5), and 1 in the top cell
-    ``k = N`` (where ℓ(y, u) = ℓ(y, 1)). Used as the deployed (rounded) prediction and as the
-    oracles' targets ``U_i``.
-
-    Example:
-        >>> import torch
-        >>> cell_values(torch.tensor([0, 3, 4]), 4).tolist()
-        [0.125, 0.875, 1.0]
-    """
-    alpha = 1.0 / grid_size
-    return (k.to(torch.float64) * alpha + alpha / 2).clamp(max=1.0)
-
-
-def rounded(u: torch.Tensor, grid_size: int) -> torch.Tensor:
-    """The deployed prediction of paper 003's guarantee (§2.4 of the notes): the value ℓ_α
-    scores in ``u``'s cell (``⌊u⌋_α + α/2``, and 1 for ``u ≥ 1``).
-
-    Example:
-        >>> import torch
-        >>> rounded(torch.tensor([-0.1, 0.3, 2.0]), 4).tolist()
-        [0.125, 0.375, 1.0]
-    """
-    return cell_values(cells(u, grid_size), grid_size)
-
-
 def discretized_loss(loss: Loss, y: torch.Tensor, u: torch.Tensor,
                      grid_size: int) -> torch.Tensor:
     """``ℓ_α(y, u) = ℓ(y, ⌊u⌋_α + α/2)`` (Eq. 5, with ``y̲ = y``); ``|ℓ − ℓ_α| ≤ α`` (Eq. 6).
@@ -96,9 +61,7 @@ def discretized_loss(loss: Loss, y: torch.Tensor, u: torch.Tensor,
         >>> discretized_loss(SQUARED, torch.tensor([0.0]), torch.tensor([0.3]), 4).tolist()
         [0.0703125]
     """
-    alpha = 1.0 / grid_size
-    k = cells(u, grid_size)
-    return clamped_loss(loss, y.to(torch.float64), k.to(torch.float64) * alpha + alpha / 2)
+    return clamped_loss(loss, y.to(torch.float64), rounded(u, grid_size))
 
 
 def costs(loss: Loss, y: torch.Tensor, grid_size: int) -> torch.Tensor:

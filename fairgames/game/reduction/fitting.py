@@ -20,6 +20,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from fairgames.game.stochastic import as_scores
+
 
 def is_linear(model: nn.Module) -> bool:
     """One ``nn.Linear`` with a single output (and a bias): the closed-form class."""
@@ -29,13 +31,7 @@ def is_linear(model: nn.Module) -> bool:
 
 def outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's predictions ``[n]`` (``[n, 1]`` outputs are flattened)."""
-    out = model(x)
-    if out.dim() == 2 and out.shape[1] == 1:
-        out = out[:, 0]
-    if out.dim() != 1:
-        raise ValueError(f"the model must output one value per row ([n] or [n, 1]), got "
-                         f"{tuple(out.shape)}")
-    return out
+    return as_scores(model(x))
 
 
 def linear_least_squares(x: torch.Tensor, targets: torch.Tensor,

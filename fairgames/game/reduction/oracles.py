@@ -133,7 +133,7 @@ class CostSensitiveOracle:
                        torch.ones(c_lam.shape[0], 1, dtype=torch.float64)], 1)
         d = x.shape[1]
         s = sign[rows, cols].numpy()
-        zs = ((cols + 1).to(torch.float64) / n).numpy()
+        zs = threshold_grid(n)[cols].numpy()
         # t_p ≥ α/2 − s_p(⟨β, x̃_i⟩ − z)  ⇔  −s_p⟨β, x̃_i⟩ − t_p ≤ −α/2 − s_p z
         a_ub = sp.hstack([sp.csr_matrix(-s[:, None] * x[rows].numpy()),
                           -sp.identity(m, format="csr")], format="csr")
