@@ -38,7 +38,13 @@ from .players import (
     register_theta_strategy,
 )
 from .presets import DEFAULT_PRESET, PRESETS, PlayerOptions, Preset, get_preset
-from .problem import Problem, default_steps, default_surrogate, default_temperature
+from .problem import (
+    Problem,
+    default_steps,
+    default_surrogate,
+    default_temperature,
+    threshold_points,
+)
 from .projections import project_box, project_l1_ball_nonnegative, project_simplex
 from .round import Record, Round
 from .solutions import (
@@ -70,7 +76,7 @@ __all__ = [
     "evaluate_candidates", "get_preset",
     "load_solution",
     "make_multiplier_player", "materialize", "register_multiplier_strategy",
-    "register_theta_strategy", "model_state",
+    "register_theta_strategy", "model_state", "threshold_points",
     "project_box",
     "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
     "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",

@@ -307,8 +307,21 @@ def reads_thresholds(expr: Expression) -> bool:
         >>> reads_thresholds(score_rates(0.5)[0]), reads_thresholds(error_rate())
         (True, False)
     """
-    return any(lf.event is not None and not lf.event.indicator.strict
-               for lf in as_expression(expr).leaves())
+    return bool(threshold_points(as_expression(expr).leaves()))
+
+
+def threshold_points(leaves: Iterable[Leaf]) -> list[float]:
+    """The thresholds ``z`` of the threshold-rate leaves ``P[f ≥ z]`` among ``leaves``
+    (``score_at_least``: the one event read through a non-strict indicator), sorted.
+
+    Example:
+        >>> from fairgames.rates import error_rate, score_rates
+        >>> threshold_points([lf for e in score_rates([1.0, 0.5]) + [error_rate()]
+        ...                   for lf in e.leaves()])
+        [0.5, 1.0]
+    """
+    return sorted({lf.event.indicator.threshold for lf in leaves
+                   if lf.event is not None and not lf.event.indicator.strict})
 
 
 def default_temperature(objective: Expression | None, constraints: Iterable[Constraint]

@@ -48,7 +48,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fairgames.data import MinibatchSampler, TabularDataset
-from fairgames.game import ConstrainedOptimizer, NonFiniteStepError
+from fairgames.game import ConstrainedOptimizer, NonFiniteStepError, threshold_points
 from fairgames.game.solutions import SnapshotRecorder
 from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
@@ -203,8 +203,7 @@ class Engine:
         self.protected = protected
         # the threshold rates P[f ≥ z] the problem reads (paper 003's SP grid), for the
         # compact parity scalars logged beside λ
-        self.thresholds = sorted({lf.event.indicator.threshold for lf in copt.problem.leaves
-                                  if lf.event is not None and not lf.event.indicator.strict})
+        self.thresholds = threshold_points(copt.problem.leaves)
         self.steps = int(steps)
         batch_size, balanced_by = batches.size, protected if batches.balanced else None
         self.full_batch = batch_size is None or batch_size >= len(train)

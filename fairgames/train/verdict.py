@@ -161,8 +161,11 @@ def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
     rows = verdict["constraints"]
     # a long list (paper 003's 2·|𝒜|·N parity rows) shows the rows not met and the tightest
     # on train; report.md has them all
-    shown = rows if len(rows) <= MAX_LINES else {
-        k: v for k, v in rows.items() if v["verdict"] != "met" or k == _tightest(rows)}
+    if len(rows) <= MAX_LINES:
+        shown = rows
+    else:
+        tightest = _tightest(rows)
+        shown = {k: v for k, v in rows.items() if v["verdict"] != "met" or k == tightest}
     for name, v in shown.items():
         lines.append(f"  {name}: {v['verdict']}. {_evidence(v)}")
     if len(shown) < len(rows):

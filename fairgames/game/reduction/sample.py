@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from fairgames.rates.values import finite_problem, label_problem
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -47,15 +49,12 @@ class Sample:
         if n == 0:
             raise ValueError("the sample is empty")
         y = y.detach().to(torch.float64)
-        if bool(torch.isnan(y).any()):
-            raise ValueError(f"the targets contain {int(torch.isnan(y).sum())} NaN value(s): "
-                             "drop or impute those rows first")
-        if bool(((y < 0) | (y > 1)).any()):
-            raise ValueError(f"targets must lie in [0, 1] (paper 003's 𝒴); found values from "
-                             f"{float(y.min())} to {float(y.max())}: rescale the target, e.g. "
-                             "(y − min) / (max − min)")
-        if bool(torch.isnan(x).any()):
-            raise ValueError("the features contain NaN: impute them first")
+        # paper 003's 𝒴 ⊆ [0, 1]: the real-label check of every fairgames data entry
+        problem = (label_problem(y, "real")
+                   or finite_problem(x.detach(), "features must be finite (no NaN or inf)",
+                                     "impute or drop those rows first"))
+        if problem is not None:
+            raise ValueError(f"fair regression: {problem}")
         if codes.dtype.is_floating_point or codes.dtype == torch.bool:
             raise ValueError(f"group codes must be integers, got dtype {codes.dtype}")
         g = int(codes.max()) + 1 if num_groups is None else int(num_groups)

@@ -21,14 +21,16 @@ def _run(x, y, codes, **changes):
 def test_nan_targets_are_refused():
     x, y, codes = _data()
     y[3] = float("nan")
-    with pytest.raises(ValueError, match="1 NaN value"):
+    with pytest.raises(ValueError, match=r"labels must be finite.*1 of 40 rows is not, e.g. "
+                                         r"row 3 = nan"):
         _run(x, y, codes)
 
 
 def test_targets_outside_the_unit_interval_are_refused():
     x, y, codes = _data()
     y[0] = 4.0
-    with pytest.raises(ValueError, match=r"targets must lie in \[0, 1\].*rescale"):
+    with pytest.raises(ValueError,
+                       match=r"real labels must lie in \[0, 1\].*row 0 = 4\.0.*rescale"):
         _run(x, y, codes)
 
 
