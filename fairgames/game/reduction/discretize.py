@@ -139,18 +139,19 @@ def targets(c_lam: torch.Tensor) -> torch.Tensor:
     return cell_values(argmin_cells(prefix_sums(c_lam)), c_lam.shape[1])
 
 
-def predictor_cost(c: torch.Tensor, u: torch.Tensor, weights: torch.Tensor | None = None
-                   ) -> torch.Tensor:
+def predictor_cost(c: torch.Tensor, u: torch.Tensor, weights: torch.Tensor | None = None,
+                   *, prefix: torch.Tensor | None = None) -> torch.Tensor:
     """``cost^(h_f) = Ê[(1/N) Σ_z c(Y, z)·1{f(X) ≥ z}]`` (Eq. 10) from the costs ``c``
     ``[n, N]`` and predictions ``u`` ``[n]``, by one gather of the prefix sums (a 0-dim
-    tensor, no host read). Lemma 1: it equals ``loss_α(f) − Ê ℓ(Y, α/2)``.
+    tensor, no host read). Lemma 1: it equals ``loss_α(f) − Ê ℓ(Y, α/2)``. ``prefix``:
+    ``prefix_sums(c)`` when the caller keeps it (``c`` is fixed over a run).
 
     Example:
         >>> import torch
         >>> float(predictor_cost(torch.tensor([[0.5, 0.25]]), torch.tensor([0.7])))
         0.25
     """
-    g = prefix_sums(c)
+    g = prefix_sums(c) if prefix is None else prefix
     per_row = g.gather(1, cells(u, c.shape[1])[:, None])[:, 0]
     if weights is None:
         return per_row.mean()

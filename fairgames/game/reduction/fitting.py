@@ -23,10 +23,29 @@ from torch import nn
 from fairgames.game.stochastic import as_scores
 
 
+def affine_layer(model: nn.Module) -> nn.Linear | None:
+    """The ``nn.Linear`` (one output, with a bias) that IS the model, else ``None``: the
+    closed-form class. Either the layer itself, or a module whose only child is that layer
+    and whose ``output`` is the raw ``"score"`` (``fairgames.models.LinearModel``).
+
+    Example:
+        >>> affine_layer(torch.nn.Linear(3, 1)) is not None, affine_layer(torch.nn.Linear(3, 2))
+        (True, None)
+    """
+    layer: object = model
+    if not isinstance(model, nn.Linear):
+        children = list(model.children())
+        if len(children) != 1 or getattr(model, "output", None) != "score":
+            return None
+        layer = children[0]
+    if isinstance(layer, nn.Linear) and layer.out_features == 1 and layer.bias is not None:
+        return layer
+    return None
+
+
 def is_linear(model: nn.Module) -> bool:
-    """One ``nn.Linear`` with a single output (and a bias): the closed-form class."""
-    return (isinstance(model, nn.Linear) and model.out_features == 1
-            and model.bias is not None)
+    """A model of the closed-form class (:func:`affine_layer`)."""
+    return affine_layer(model) is not None
 
 
 def outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -46,8 +65,7 @@ def linear_least_squares(x: torch.Tensor, targets: torch.Tensor,
         >>> round(float(w[0]), 6), round(float(b), 6)
         (2.0, 1.0)
     """
-    a = torch.cat([x.to(torch.float64), torch.ones(x.shape[0], 1, dtype=torch.float64,
-                                                     device=x.device)], 1)
+    a = with_intercept(x)
     u = targets.to(torch.float64)
     if weights is not None:
         root = weights.to(torch.float64).clamp_min(0).sqrt()
@@ -56,6 +74,12 @@ def linear_least_squares(x: torch.Tensor, targets: torch.Tensor,
     driver = "gelsd" if a.device.type == "cpu" else None
     sol = torch.linalg.lstsq(a, u[:, None], driver=driver).solution[:, 0]
     return sol[:-1], sol[-1]
+
+
+def with_intercept(x: torch.Tensor) -> torch.Tensor:
+    """``[x, 1]`` in float64: the design matrix of a linear model with an intercept."""
+    return torch.cat([x.to(torch.float64), torch.ones(x.shape[0], 1, dtype=torch.float64,
+                                                      device=x.device)], 1)
 
 
 class Fitter:
@@ -71,12 +95,15 @@ class Fitter:
         self.model = model_factory()
         self.linear = is_linear(self.model)
         self.steps = int(steps)
+        self._pinv: torch.Tensor | None = None
 
     def set_linear(self, coef: torch.Tensor, intercept: torch.Tensor) -> nn.Module:
         """Set the linear model to ``(coef [d], intercept)``; returns a copy (the iterate)."""
+        layer = affine_layer(self.model)
+        assert layer is not None
         with torch.no_grad():
-            self.model.weight.copy_(coef.reshape(self.model.weight.shape))
-            self.model.bias.copy_(intercept.reshape(self.model.bias.shape))
+            layer.weight.copy_(coef.reshape(layer.weight.shape))
+            layer.bias.copy_(intercept.reshape(layer.bias.shape))
         return copy.deepcopy(self.model)
 
     def squared(self, targets: torch.Tensor, weights: torch.Tensor | None = None) -> nn.Module:
@@ -84,6 +111,13 @@ class Fitter:
         if not self.linear:
             w = torch.ones_like(targets) if weights is None else weights
             return self.minimize(lambda f: (w * (targets - f) ** 2).sum() / w.sum())
+        if weights is None:
+            # Unweighted fits (the LS oracle, every round) share the design matrix: its
+            # pseudo-inverse is computed once (the same minimum-norm solution as gelsd).
+            if self._pinv is None:
+                self._pinv = torch.linalg.pinv(with_intercept(self.x))
+            sol = self._pinv @ targets.to(self._pinv)
+            return self.set_linear(sol[:-1], sol[-1])
         return self.set_linear(*linear_least_squares(self.x, targets, weights))
 
     def minimize(self, objective: Callable[[torch.Tensor], torch.Tensor]) -> nn.Module:

@@ -35,7 +35,7 @@ from torch import nn
 from fairgames.rates.losses import Loss
 from fairgames.rates.thresholds import threshold_grid, threshold_rates
 
-from .discretize import clamped_loss, costs, lagrangian_costs, predictor_cost
+from .discretize import clamped_loss, costs, lagrangian_costs, predictor_cost, prefix_sums
 from .fitting import outputs
 from .sample import Sample, slacks
 
@@ -65,6 +65,7 @@ class ParityGame:
         self.grid = threshold_grid(grid_size)
         self.eps = slacks(tolerance, sample.num_groups)
         self.c = costs(loss, sample.y, grid_size)                       # [n, N]
+        self.c_prefix = prefix_sums(self.c)          # fixed: every evaluate gathers from it
         alpha = 1.0 / grid_size
         # Lemma 1: loss_α(f) = cost^(h_f) + Ê ℓ(Y, α/2)
         half = torch.tensor(alpha / 2, dtype=torch.float64)
@@ -90,7 +91,7 @@ class ParityGame:
         u = predictions(model, self.sample.x)
         gamma = self.gaps(u).to(self.c.device)
         eps = self.eps.to(gamma.device)[:, None]
-        return predictor_cost(self.c, u), torch.cat([gamma - eps, -gamma - eps]).reshape(-1)
+        return predictor_cost(self.c, u, prefix=self.c_prefix), torch.cat([gamma - eps, -gamma - eps]).reshape(-1)
 
     def report(self, objective: torch.Tensor, g: torch.Tensor) -> tuple[float, float]:
         """``(loss_α, max |γ̂|)`` of a (mixture's) objective and constraint values."""

@@ -157,3 +157,22 @@ def test_bgl_best_response_minimises_the_lagrangian():
 
     ref = minimize(lagrangian, np.zeros(a.shape[1]), method="BFGS", options={"gtol": 1e-12}).x
     np.testing.assert_allclose(got, a @ ref, atol=1e-6)
+
+
+def test_the_library_linear_model_gets_the_closed_form_and_the_cached_fit_equals_numpy():
+    from fairgames.models import LinearModel
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(60, 3, generator=g)
+    u = torch.rand(60, generator=g, dtype=torch.float64)
+    fitter = Fitter(lambda: LinearModel(3), x)
+    assert fitter.linear
+    ref, *_ = np.linalg.lstsq(np.c_[x.double().numpy(), np.ones(60)], u.numpy(), rcond=None)
+    expected = x.double().numpy() @ ref[:3] + ref[3]
+    first = outputs(fitter.squared(u), x).detach().double().numpy()      # the cached pseudo-inverse
+    again = outputs(fitter.squared(u.flip(0)), x).detach().double().numpy()
+    unit = outputs(fitter.squared(u, torch.ones(60)), x).detach().double().numpy()   # lstsq, weighted
+    assert np.allclose(first, expected, atol=1e-5) and np.allclose(unit, expected, atol=1e-5)
+    assert not np.allclose(again, expected, atol=1e-3)          # a new target, a new fit
+    assert not Fitter(lambda: LinearModel(3, output="unit"), x).linear
+    assert not Fitter(lambda: torch.nn.Sequential(torch.nn.Linear(3, 1)), x).linear
