@@ -91,7 +91,8 @@ PINNED = (
     "optimizer.momentum=0.0", "optimizer.grad_clip=null",
     "algorithm.multipliers=null", "algorithm.radius=10.0", "algorithm.slack_lr=0.05",
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
-    "algorithm.temperature=1.0", "problem.grid_size=40",
+    "algorithm.temperature=1.0", "problem.grid_size=40", "problem.reduction=null",
+    "algorithm.best_response=ls", "algorithm.gap=0.01",
     "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
     "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
     # the paper's outputs: snapshots at the last step of each window, no recommendation of

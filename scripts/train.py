@@ -43,6 +43,7 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
+from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args
 from fairgames.train.tune import one_thread_per_job, tune
@@ -81,6 +82,9 @@ def main(cfg: DictConfig) -> float | None:
               f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
         return None
     print(summary_line(result.run_dir, result.results))
+    reduction = result.results["training"].get("reduction")
+    if reduction is not None:                 # algorithm=reduction: how it ended, plainly
+        print(outcome_line(reduction))
     print("\n".join(verdict_lines(result.results["verdict"])))
     return result.results["solutions"]["recommended"]["test"]["objective"]
 

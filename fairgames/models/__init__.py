@@ -21,6 +21,7 @@ from torch import nn
 
 from .linear import OUTPUTS, LinearModel, decision_threshold, head
 from .mlp import ACTIVATIONS, MLP
+from .rounded import GridRounded
 
 MODELS = ("linear", "mlp")
 
@@ -55,5 +56,5 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     return cls(input_dim, **options)
 
 
-__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "LinearModel", "build_model",
+__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "GridRounded", "LinearModel", "build_model",
            "decision_threshold", "head"]

@@ -58,6 +58,8 @@ RESERVED = ("tolerance", "protected_group", "groups", "thresholds", "target_loss
 # The loss ``target_loss`` names for each label kind (paper 003: least squares for a real
 # target, the bounded logistic loss of its Ex. 2 for a binary one).
 TARGET_LOSSES = {"real": "squared", "binary": "bounded_logistic"}
+# The games of paper 003's reduction a problem can name (``reduction``).
+REDUCTION_GAMES = (None, "sp", "bgl")
 # Losses paper 003 defines for predictions in [0, 1] (the others are margin losses on scores).
 BOUNDED_LOSSES = frozenset({"squared", "absolute", "bounded_logistic"})
 
@@ -128,6 +130,10 @@ class ProblemSpec:
         baseline_path: a saved model to use as the churn baseline (``None``: trained by the run).
         description: one line for reports.
         grid_size: N of the name ``thresholds`` (𝒵 = {1/N, …, 1}).
+        reduction: the paper-003 game this problem is, ``"sp"`` (statistical parity of a
+            regressor, its problem (11)) or ``"bgl"`` (bounded group loss, (4)): what
+            ``algorithm=reduction`` plays (on ``tolerance`` and ``grid_size``); ``None``: not
+            one of them.
 
     Example:
         >>> spec = ProblemSpec("dp", "error()",
@@ -156,8 +162,12 @@ class ProblemSpec:
     baseline_path: str | None = None
     description: str = ""
     grid_size: int = DEFAULT_GRID_SIZE
+    reduction: str | None = None
 
     def __post_init__(self) -> None:
+        if self.reduction not in REDUCTION_GAMES:
+            raise ProblemError(f"problem {self.name!r}: reduction must be one of "
+                               f"{list(REDUCTION_GAMES)}, got {self.reduction!r}")
         if isinstance(self.grid_size, bool) or not isinstance(self.grid_size, int) or \
                 self.grid_size < 1:
             raise ProblemError(f"problem {self.name!r}: grid_size must be a positive whole "

@@ -40,11 +40,14 @@ from fairgames.game import PRESETS
 from fairgames.game.players import MULTIPLIER_OPTIMIZERS as _LAMBDA_OPTIMIZERS
 from fairgames.game.players import (
     MULTIPLIER_PLAYERS,
+    BestResponsePlayer,
     ConfigKey,
+    ExponentiatedGradient,
     Player,
     watch_strategies,
 )
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
+from fairgames.game.reduction.fair_regression import CONFIG_KEYS as REDUCTION_KEYS
 from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
@@ -93,7 +96,8 @@ class ProblemConfig:
     ``recipe`` gives data keys the problem is documented with (e.g. ``paper: "003"``: that
     paper's target, group and split); each applies where the ``data`` config leaves the key
     null (:func:`fairgames.train.data.apply_recipe`). ``grid_size`` is N of the name
-    ``thresholds`` (the grid 1/N, ..., 1).
+    ``thresholds`` (the grid 1/N, ..., 1). ``reduction`` (``sp`` / ``bgl`` / null) names
+    the paper-003 game the problem is, which ``algorithm=reduction`` plays.
 
     Example:
         >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
@@ -114,6 +118,7 @@ class ProblemConfig:
     data_sets: list[str] = field(default_factory=list)
     recipe: dict[str, Any] = field(default_factory=dict)
     grid_size: int = 40
+    reduction: str | None = None
 
 
 @dataclass
@@ -203,6 +208,17 @@ class AlgorithmConfig:
 
 
 _SCHEMA: dict[tuple[Any, ...], type] = {}
+# algorithm=reduction: paper 003's reduction (fairgames.train.reduction), not a game preset.
+# It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
+# response (theta_steps: L-BFGS iterations where there is no closed form) and reads
+# REDUCTION_KEYS (best_response, gap); every other player key must stay at its default.
+REDUCTION = "reduction"
+REDUCTION_PLAYERS = {"theta": BestResponsePlayer, "multipliers": ExponentiatedGradient}
+# Trainer keys of a minibatch game the reduction (full batch, not checkpointed) cannot honour,
+# with the value it needs.
+REDUCTION_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
+                     "constraint_split": "train", "resume": False, "stop_after": None,
+                     "tune": None}
 
 
 def algorithm_schema() -> type:
@@ -217,7 +233,7 @@ def algorithm_schema() -> type:
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
          'psi_steps', 'theta_steps', 'surrogate', 'temperature', 'ratio_floor']
     """
-    declared = [key for key, _ in registered_config_keys().values()]
+    declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
     signature = tuple((k.name, k.type, k.default) for k in declared)
     if signature not in _SCHEMA:
         shared = {f.name: f for f in fields(AlgorithmConfig) if f.name != "settings"}
@@ -447,8 +463,12 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     from fairgames.rates.surrogates import KINDS
 
     a = c.algorithm
-    check.choice("algorithm.name", a.name, PRESETS)
-    if a.multipliers is not None:
+    check.choice("algorithm.name", a.name, [*PRESETS, REDUCTION])
+    if a.name == REDUCTION and a.multipliers not in (None, ExponentiatedGradient.strategy):
+        check.bad("algorithm.multipliers", a.multipliers, "algorithm=reduction plays "
+                  f"{ExponentiatedGradient.strategy} on λ (paper 003's Algorithms 1 and 2): "
+                  "leave it null")
+    elif a.multipliers is not None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
     check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
     check.positive("algorithm.temperature", a.get("temperature"), allow_none=True)
@@ -474,9 +494,41 @@ def _check_player_settings(c: DictConfig, check: Checks) -> None:
             check.bad(f"algorithm.{name}", value, _not_played(a, players, key, owners))
 
 
+@register_validator("algorithm")
+def _check_reduction_settings(c: DictConfig, check: Checks) -> None:
+    """The reduction's own keys (only it reads them), and what it cannot honour: a surrogate
+    (its multipliers and its best responses both see the true rates) and a minibatch
+    trainer."""
+    a, t = c.algorithm, c.trainer
+    for key in REDUCTION_KEYS:
+        value = a.get(key.name, key.default)
+        if a.name == REDUCTION:
+            problem = key.problem(value)
+            if problem is not None:
+                check.bad(f"algorithm.{key.name}", value, problem)
+        elif value != key.default:
+            check.bad(f"algorithm.{key.name}", value, f"only algorithm={REDUCTION} reads it "
+                      f"({key.doc.split(':')[0]}): leave it at {key.default!r} or pick "
+                      f"algorithm={REDUCTION}")
+    if a.name != REDUCTION:
+        return
+    for name, default in (("surrogate", "auto"), ("temperature", None)):
+        if a.get(name) != default:
+            check.bad(f"algorithm.{name}", a.get(name), "algorithm=reduction's best responses "
+                      "fit the exact Lagrangian (no surrogate): leave it at "
+                      f"{'null' if default is None else default}")
+    for name, needed in REDUCTION_TRAINER.items():
+        if t.get(name) != needed:
+            check.bad(f"trainer.{name}", t.get(name), "algorithm=reduction plays full-batch "
+                      "best responses in one uninterrupted run: leave it at "
+                      f"{'null' if needed is None else needed}")
+
+
 def _players_of(a: DictConfig) -> dict[str, type[Player]] | None:
     """The classes of the players ``algorithm=a.name`` plays, by role (``None`` when the name
     or the λ strategy is unknown: reported by ``_check_algorithm``)."""
+    if a.name == REDUCTION:
+        return dict(REDUCTION_PLAYERS)
     if a.name not in PRESETS or (a.multipliers is not None and
                                  a.multipliers not in MULTIPLIER_PLAYERS):
         return None

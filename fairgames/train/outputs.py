@@ -32,20 +32,35 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
                    model_config: dict[str, Any] | None,
                    copt: ConstrainedOptimizer, logger: RunLogger, trainer: TrainerConfig
                    ) -> None:
-    """Write every output of a finished run into ``run_dir``."""
-    write_json(results, run_dir / "results.json")
-    (run_dir / "report.md").write_text(render_report(results, statements))
+    """Write every output of a finished game into ``run_dir``."""
+    write_files(run_dir, results, statements, solutions, model_config)
     if trainer.plots and engine.history:
         rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
                                   strict=True) if k == "constraint"]
         plot_dynamics(engine.history, run_dir / "dynamics.png", rows)
+    log_final(logger, engine.step, results)
+
+
+def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str, Any],
+                solutions: Mapping[str, torch.nn.Module], model_config: dict[str, Any] | None,
+                metadata: Mapping[str, Any] | None = None) -> None:
+    """``results.json``, ``report.md`` and the solution files (``metadata``: more plain data
+    for every solution file)."""
+    write_json(results, run_dir / "results.json")
+    (run_dir / "report.md").write_text(render_report(results, statements))
     for name, solution in solutions.items():
         # recommended.pt says what it is and why (results.json's training.recommended)
         why = {"choice": results["training"]["recommended"]} if name == "recommended" else {}
         save_solution(run_dir / SOLUTION_FILES[name], solution,
                       metadata={"solution": name, "model": model_config,
                                 "problem": statements.get("name"),
-                                "steps": results["training"]["steps"], **why})
+                                "steps": results["training"]["steps"], **why,
+                                **(metadata or {})})
+
+
+def log_final(logger: RunLogger, step: int, results: Mapping[str, Any]) -> None:
+    """TensorBoard: every solution's objective, error or mse / mae, and largest violation on
+    every split, at ``step``, and the config as hparams."""
     hparams = flatten(results["config"])
     metrics = {}
     for sol, per_split in results["solutions"].items():
@@ -59,7 +74,7 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
                     metrics[f"final/{sol}/{split}/{key}"] = m[key]
             worst = largest_violation(m)
             metrics[f"final/{sol}/{split}/max_violation"] = math.nan if worst is None else worst
-    logger.scalars(engine.step, metrics)
+    logger.scalars(step, metrics)
     logger.hparams(hparams, metrics)
 
 

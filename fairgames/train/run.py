@@ -35,7 +35,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from fairgames.rates import Surrogate, error_rate, threshold_grid
 
 from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
+    REDUCTION,
     AlgorithmConfig,
     ConfigError,
     OptimizerConfig,
@@ -88,8 +89,17 @@ from .helpers import (
 )
 from .intervals import attach_intervals, constraint_intervals
 from .logger import RunLogger
-from .outputs import write_outputs
+from .outputs import log_final, write_files, write_outputs
 from .recommend import recommend
+from .reduction import (
+    log_reduction,
+    play_reduction,
+    plot_reduction,
+    reduction_candidates,
+    reduction_record,
+    reduction_settings,
+    row_names,
+)
 from .report import (
     SCHEMA_VERSION,
     clean_numbers,
@@ -97,7 +107,7 @@ from .report import (
     validate_results,
 )
 from .resume import RESUME_FREE, resumed_config
-from .solutions import evaluate_solutions, score_candidates
+from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
@@ -115,7 +125,9 @@ class RunResult:
             ``best_iterate``, the ``stochastic``
             :class:`~fairgames.game.solutions.StochasticModel` and the ``recommended`` one,
             also :attr:`recommended`).
-        engine: the training loop (history, snapshots, game).
+        engine: the training loop (history, snapshots, game); ``None`` for
+            ``algorithm=reduction`` (``extras["reduction"]`` holds its
+            :class:`~fairgames.game.reduction.ReductionResult`).
         stopped: the run ended at ``trainer.stop_after`` before finishing (its checkpoint:
             ``engine.last_checkpoint``).
 
@@ -133,7 +145,7 @@ class RunResult:
     run_dir: Path | None
     results: dict[str, Any] | None
     model: torch.nn.Module
-    engine: Engine
+    engine: Engine | None
     stopped: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -192,7 +204,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     input_dim = splits.train.num_features
     problem_cfg = OmegaConf.to_container(cfg.problem, resolve=True)
     spec = _spec_from_config(problem_cfg)
-    config["model"] = model_cfg = resolve_output(config["model"], spec.bounded_predictions())
+    # the reduction's iterates are raw scores, deployed rounded to the grid (GridRounded)
+    config["model"] = model_cfg = resolve_output(
+        config["model"], spec.bounded_predictions() and cfg.algorithm.name != REDUCTION)
     seed = int(cfg.seed)
 
     def model_factory() -> torch.nn.Module:
@@ -589,6 +603,8 @@ class Game:
 
 def _execute(inputs: RunInputs) -> RunResult:
     """Load, train the helpers, compile the problem, play the game, evaluate and report."""
+    if inputs.algorithm.name == REDUCTION:
+        return _execute_reduction(inputs)
     ctx = _load(inputs)
     require_training_subsets(inputs.spec, ctx.splits.train, inputs.protected,
                              inputs.trainer.eval_chunk)
@@ -812,42 +828,125 @@ def _play(ctx: RunContext, game: Game) -> bool:
 
 
 def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) -> RunResult:
-    """Evaluate the solutions (the recommended one too), validate ``results.json`` and write
-    the outputs."""
-    inputs, splits, baselines = ctx.inputs, ctx.splits, helpers.baselines
-    objective, constraints, statements = built.objective, built.constraints, built.statements
-    protected, trainer, run_dir = inputs.protected, inputs.trainer, inputs.run_dir
-    config, device, model_config = inputs.config, inputs.device, inputs.model.config
-    engine, copt, logger, model = game.engine, game.copt, game.logger, game.model
-    evaluator = SolutionEvaluator(objective, constraints, protected, trainer.eval_chunk,
-                                  grid=_grid(inputs.spec), decision=decision_threshold(model))
+    """Evaluate the game's solutions (the recommended one too), validate ``results.json``
+    and write the outputs."""
+    inputs, trainer = ctx.inputs, ctx.inputs.trainer
+    evaluator = _evaluator(ctx, built, game.model)
     unc = ctx.extras.get("unconstrained_model")
-    candidates = score_candidates(engine, splits, baselines, trainer,
+    candidates = score_candidates(game.engine, ctx.splits, helpers.baselines, trainer,
                                   {"unconstrained model": unc} if unc is not None else None)
+
+    def training(choice: Mapping[str, Any]) -> dict[str, Any]:
+        return _training_record(ctx, helpers, built, game, choice)
+
+    def write(run_dir: Path, out: dict[str, Any], solutions: Mapping[str, Any]) -> None:
+        write_outputs(run_dir, out, built.statements, game.engine, solutions,
+                      inputs.model.config, game.copt, game.logger, trainer)
+
+    out = _finish(ctx, helpers.baselines, built, evaluator, candidates, training, write)
+    return RunResult(inputs.run_dir, out, game.model, game.engine, extras=ctx.extras)
+
+
+def _evaluator(ctx: RunContext, built: RunProblem, model: torch.nn.Module
+               ) -> SolutionEvaluator:
+    inputs = ctx.inputs
+    return SolutionEvaluator(built.objective, built.constraints, inputs.protected,
+                             inputs.trainer.eval_chunk, grid=_grid(inputs.spec),
+                             decision=decision_threshold(model))
+
+
+def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built: RunProblem,
+            evaluator: SolutionEvaluator, candidates: Candidates,
+            training: Callable[[Mapping[str, Any]], dict[str, Any]],
+            write: Callable[[Path, dict[str, Any], Mapping[str, Any]], None]
+            ) -> dict[str, Any]:
+    """The candidates' solutions and the recommended one evaluated, the constraints'
+    intervals and the verdict, ``results.json`` validated and (with a run directory)
+    written by ``write``; returns ``results.json``'s content."""
+    inputs, splits, constraints = ctx.inputs, ctx.splits, built.constraints
+    trainer, device = inputs.trainer, inputs.device
     results, choice, solutions = evaluate_solutions(candidates, evaluator, trainer)
     (results["recommended"], choice["recommended"],
      solutions["recommended"]) = recommend(candidates, evaluator, trainer,
                                            (results, choice, solutions))
     ctx.extras["solutions"] = solutions
-    training = _training_record(ctx, helpers, built, game, choice)
+    record = training(choice)
     started = time.perf_counter()
-    intervals = (constraint_intervals(constraints, solutions, splits, protected, baselines,
-                                      resamples=trainer.bootstrap, seed=inputs.seed,
+    intervals = (constraint_intervals(constraints, solutions, splits, inputs.protected,
+                                      baselines, resamples=trainer.bootstrap, seed=inputs.seed,
                                       chunk=trainer.eval_chunk)
                  if trainer.bootstrap and constraints else {})
     attach_intervals(results, intervals)
-    out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": config,
+    out = clean_numbers({"schema_version": SCHEMA_VERSION, "config": inputs.config,
                          "env": environment(device), "solutions": results,
-                         "training": training})
+                         "training": record})
     out["verdict"] = {**run_verdict(out, {c.name: c.sense for c in constraints},
                                     VERDICT_SOLUTION),
                       "resamples": trainer.bootstrap,
                       "seconds": time.perf_counter() - started}
     validate_results(out)
-    if run_dir is not None:
-        write_outputs(run_dir, out, statements, engine, solutions, model_config, copt,
-                      logger, trainer)
-    return RunResult(run_dir, out, model, engine, extras=ctx.extras)
+    if inputs.run_dir is not None:
+        write(inputs.run_dir, out, solutions)
+    return out
+
+
+# ----------------------------------------------------------------------- algorithm=reduction
+def _execute_reduction(inputs: RunInputs) -> RunResult:
+    """Paper 003's reduction (:mod:`fairgames.train.reduction`) in place of the game: the
+    same data, problem, evaluation and outputs, its iterates as the candidates."""
+    ctx = _load(inputs)
+    spec, trainer, train = inputs.spec, inputs.trainer, ctx.splits.train
+    require_training_subsets(spec, train, inputs.protected, trainer.eval_chunk)
+    if not isinstance(spec, ProblemSpec) or spec.reduction is None:
+        name = spec.name if isinstance(spec, ProblemSpec) else "custom"
+        raise ConfigError(f"algorithm=reduction plays paper 003's problems, those that name "
+                          f"their game (reduction: sp or bgl: problem=sp_regression, "
+                          f"problem=bounded_group_loss); problem={name} names none: pick one "
+                          "of those or another algorithm")
+    built = _compile_problem(ctx, {})
+    config = reduction_settings(inputs.algorithm.to_mapping(), game=spec.reduction,
+                                tolerance=float(spec.tolerance or 0.0),
+                                label_kind=train.label_kind, grid_size=spec.grid_size,
+                                iterations=trainer.steps, check_every=trainer.log_every,
+                                seed=inputs.seed)
+    try:
+        result = play_reduction(inputs.model.factory, train, inputs.protected, config)
+    except ValueError as e:      # the sample's checks: targets outside [0, 1], NaN features
+        raise ConfigError(f"algorithm=reduction: {e}") from e
+    ctx.extras["reduction"] = result
+    record = reduction_record(result, config)
+    names = row_names(spec.reduction, train.group_names[inputs.protected],
+                      threshold_grid(spec.grid_size))
+    candidates = reduction_candidates(result, ctx.splits, spec.grid_size, trainer.eval_chunk)
+    evaluator = _evaluator(ctx, built, candidates.model)
+
+    def training(choice: Mapping[str, Any]) -> dict[str, Any]:
+        return {"steps": result.iterations, "preset": REDUCTION,
+                "multipliers": dict(zip(names, result.lambda_hat.tolist(), strict=True)),
+                "slacks": {}, "likely_infeasible": result.outcome == "infeasible",
+                "seconds": time.perf_counter() - ctx.started,
+                "snapshots": {"steps": list(result.first_iterations)}, **choice,
+                "unconstrained": None, "baseline": None,
+                "constraint_data": {"split": "train", "theta_rows": len(train),
+                                    "heldout_rows": 0, "rows_file": None},
+                "problem": {"constraints": list(built.problem.constraint_names),
+                            "multiplier_rows": names, "slacks": []},
+                "reduction": record}
+
+    def write(run_dir: Path, out: dict[str, Any], solutions: Mapping[str, Any]) -> None:
+        write_files(run_dir, out, built.statements, solutions, inputs.model.config,
+                    metadata={"rounded_to_grid": spec.grid_size})
+        logger = RunLogger(run_dir, enabled=trainer.tensorboard)
+        try:
+            log_reduction(logger, result, names, trainer.log_every, spec.reduction)
+            log_final(logger, result.iterations, out)
+        finally:
+            logger.close()
+        if trainer.plots:
+            plot_reduction(result, run_dir / "dynamics.png", spec.reduction)
+
+    out = _finish(ctx, None, built, evaluator, candidates, training, write)
+    return RunResult(inputs.run_dir, out, candidates.model, None, extras=ctx.extras)
 
 
 def _grid(spec: ProblemSpec | Problem) -> torch.Tensor | None:

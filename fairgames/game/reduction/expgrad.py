@@ -124,6 +124,8 @@ class ReductionResult:
     oracle_calls: int
     oracle_seconds: list[float]
     evidence: dict[str, object] = field(default_factory=dict)
+    first_iterations: list[int] = field(default_factory=list)   # per member, from 1
+    last_member: int = 0        # the member h_T is (the last iterate)
 
     @property
     def iterations(self) -> int:
@@ -135,12 +137,15 @@ class ReductionResult:
 
 
 class _Mixture:
-    """The iterates h_1..h_t, stored once per distinct state, with their counts, and the
-    running sums of ``obj`` and ``g`` (Q̂'s values, linear in Q)."""
+    """The iterates h_1..h_t, stored once per distinct state, with their counts, the
+    iteration each first appeared at, the last one's index, and the running sums of ``obj``
+    and ``g`` (Q̂'s values, linear in Q)."""
 
     def __init__(self) -> None:
         self.modules: list[nn.Module] = []
         self.counts: list[int] = []
+        self.first: list[int] = []
+        self.last = 0
         self.index: dict[bytes, int] = {}
         self.objective = torch.zeros((), dtype=torch.float64)
         self.g: torch.Tensor | None = None
@@ -153,13 +158,15 @@ class _Mixture:
             self.index[key] = len(self.modules)
             self.modules.append(model)
             self.counts.append(1)
+            self.first.append(sum(self.counts))
+        self.last = self.index[key]
         self.objective = self.objective + objective.cpu()
         self.g = g.cpu() if self.g is None else self.g + g.cpu()
 
     def model(self) -> StochasticModel:
         total = sum(self.counts)
         weights = torch.tensor(self.counts, dtype=torch.float64) / total
-        return StochasticModel.from_modules(self.modules, weights)
+        return StochasticModel.from_modules(self.modules, weights, steps=self.first)
 
 
 def best_lambda(g: torch.Tensor, bound: float) -> torch.Tensor:
@@ -252,4 +259,5 @@ def _result(game: Game, mix: _Mixture, hist: History,
                     "constraint_values": g_q.clone()}
     return ReductionResult(mix.model(), outcome, cert, hist, lam_hat,
                            oracle_calls=len(seconds), oracle_seconds=seconds,
-                           evidence=evidence)
+                           evidence=evidence, first_iterations=list(mix.first),
+                           last_member=mix.last)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fairgames.game.players.keys import ConfigKey, one_of, positive
 from fairgames.rates.losses import as_loss
 
 from .expgrad import ReductionResult, play
@@ -33,6 +34,17 @@ from .sample import Sample
 
 CONSTRAINTS = ("sp", "bgl")
 SP_ORACLES = ("ls", "lr", "cs")
+
+# The run config's algorithm=reduction reads these two keys, and the λ-player's
+# (``radius`` = B, ``multiplier_lr`` = η) and the best response's (``theta_steps``: L-BFGS
+# iterations where there is no closed form); fairgames.train.reduction maps them.
+CONFIG_KEYS = (
+    ConfigKey("best_response", str, "ls", "the SP reduction's best response: ls (least "
+              "squares to the argmin targets), lr (two weighted 0/1 copies) or cs "
+              "(cost-sensitive classification of (x, z) pairs)", one_of(SP_ORACLES)),
+    ConfigKey("gap", float, 0.01, "ν: stop when the duality gap max(ν̄, ν̲) is at most this",
+              positive()),
+)
 
 
 @dataclass(frozen=True)

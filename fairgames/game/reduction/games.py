@@ -91,7 +91,8 @@ class ParityGame:
         u = predictions(model, self.sample.x)
         gamma = self.gaps(u).to(self.c.device)
         eps = self.eps.to(gamma.device)[:, None]
-        return predictor_cost(self.c, u, prefix=self.c_prefix), torch.cat([gamma - eps, -gamma - eps]).reshape(-1)
+        cost = predictor_cost(self.c, u, prefix=self.c_prefix)
+        return cost, torch.cat([gamma - eps, -gamma - eps]).reshape(-1)
 
     def report(self, objective: torch.Tensor, g: torch.Tensor) -> tuple[float, float]:
         """``(loss_α, max |γ̂|)`` of a (mixture's) objective and constraint values."""

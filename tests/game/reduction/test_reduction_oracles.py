@@ -169,9 +169,9 @@ def test_the_library_linear_model_gets_the_closed_form_and_the_cached_fit_equals
     assert fitter.linear
     ref, *_ = np.linalg.lstsq(np.c_[x.double().numpy(), np.ones(60)], u.numpy(), rcond=None)
     expected = x.double().numpy() @ ref[:3] + ref[3]
-    first = outputs(fitter.squared(u), x).detach().double().numpy()      # the cached pseudo-inverse
+    first = outputs(fitter.squared(u), x).detach().double().numpy()   # cached pseudo-inverse
     again = outputs(fitter.squared(u.flip(0)), x).detach().double().numpy()
-    unit = outputs(fitter.squared(u, torch.ones(60)), x).detach().double().numpy()   # lstsq, weighted
+    unit = outputs(fitter.squared(u, torch.ones(60)), x).detach().double().numpy()  # lstsq
     assert np.allclose(first, expected, atol=1e-5) and np.allclose(unit, expected, atol=1e-5)
     assert not np.allclose(again, expected, atol=1e-3)          # a new target, a new fit
     assert not Fitter(lambda: LinearModel(3, output="unit"), x).linear
