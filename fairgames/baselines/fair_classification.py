@@ -23,8 +23,8 @@ in fairlearn and the paper's code):
 
 * a vector of scalars λ (two groups only; the paper's code, ``grid_class.py``): λ multiplies
   the gap ``P[h = 1 | A = 1] − P[h = 1 | A = 0]``, so ``C¹_i = 1{y_i = 0} + λ(1{A_i = 1}/p_1
-  − 1{A_i = 0}/p_0)``. It is the per-group vector ``(0, λ / p_0)`` (group 0 is the overall
-  rate's complement: ``P[h|1] − P[h] = p_0 (P[h|1] − P[h|0])``), i.e. fairlearn's
+  − 1{A_i = 0}/p_0)``. It is the per-group vector ``(0, λ / p_0)`` (since
+  ``P[h|1] − P[h] = p_0 (P[h|1] − P[h|0])``), i.e. fairlearn's
   ``GridSearch`` column with ``λ⁺ = max(λ, 0) / p_0`` and ``λ⁻ = max(−λ, 0) / p_0`` on group
   1's rows and 0 elsewhere; the positive λ push group 1's selection rate down; or
 * a matrix ``[L, G]`` of per-group multipliers ``λ_g`` on ``γ_g``, any number of groups ≥ 2:
@@ -35,12 +35,14 @@ in fairlearn and the paper's code):
 ``½‖w‖² + C Σ_i W_i ℓ_i`` (bias not penalised). The default C = 10 is the paper code's FC
 learner (``LRLearner(C=10)`` in ``grid_class.py``, which is also its unconstrained logistic
 baseline's C); C = 10000 is its LR oracle *inside the reduction*, where the ridge should not
-bias the best response. The code fits without an intercept on features that hold the group;
-an intercept is kept here because the threshold moves with the relabelling.
+bias the best response. The code fits without an intercept (on features that hold the group);
+an intercept is kept here, as in fairlearn's reference fit and the other baselines, so that the
+fit does not depend on the features holding a constant column.
 
-A relabelled problem with one class (a λ so large that one group is all 1 or all 0 and the
-other too) gets the constant model of that class (scores exactly 0 or 1), as fairlearn's
-``GridSearch`` does with its ``DummyClassifier``.
+A relabelled problem with one class gets the constant model of that class (scores exactly 0 or
+1), as fairlearn's ``GridSearch`` does with its ``DummyClassifier``. (The shifts
+``λ_a / p_a − Σ_g λ_g`` average to 0 over the groups, so this needs a group whose targets are
+all one class, and a large λ.)
 
 Example:
     >>> import torch
