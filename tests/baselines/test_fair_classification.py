@@ -108,9 +108,9 @@ def test_per_group_grid_is_fairlearn_gridsearch_with_three_groups():
 
 def test_scalar_lambda_costs_are_the_paper_codes():
     """grid_class.py's lambda_response: cost1 = (1 − y) + λ(a/p1 − (1 − a)/p0), cost0 = y."""
-    _, y, a = _problem(seed=4)
+    x, y, a = _problem(seed=4)
     p1, p0 = (a == 1).mean(), (a == 0).mean()
-    fc = FairClassification([-0.3, 0.2, 0.7]).fit(_problem(seed=4)[0], y, a)
+    fc = FairClassification([-0.3, 0.2, 0.7]).fit(x, y, a)
     for lam, mult in zip([-0.3, 0.2, 0.7], fc.multipliers, strict=True):
         cost1 = (1 - y) + lam * (a / p1 - (1 - a) / p0)
         labels, weights = relabel(torch.as_tensor(y), torch.as_tensor(a), mult,
