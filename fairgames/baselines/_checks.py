@@ -53,6 +53,16 @@ def as_labels(labels: ArrayLike, n: int | None = None) -> torch.Tensor:
     return y
 
 
+def as_weights(weights: ArrayLike, n: int | None = None) -> torch.Tensor:
+    """Example weights ``[N]``: finite, non-negative, not all zero (float64)."""
+    w = as_vector(weights, "weights", n=n)
+    if bool((w < 0).any()):
+        raise BaselineError(f"weights must be >= 0; found {int((w < 0).sum())} negative value(s)")
+    if not bool((w > 0).any()):
+        raise BaselineError("weights are all zero: at least one example needs a positive weight")
+    return w
+
+
 def as_groups(groups: ArrayLike, n: int, n_groups: int | None = None) -> tuple[torch.Tensor, int]:
     """Integer group codes ``[N]`` (0..G−1) and ``G``; every group must be non-empty."""
     g = as_vector(groups, "groups", n=n)

@@ -2,7 +2,10 @@
 baselines (PostShift, UncF1, COCO).
 
 Full-batch L-BFGS on the mean logistic loss plus ``l2 / 2 · ‖w‖²`` (no penalty on the bias),
-in float64 on the CPU: deterministic, and converged in well under a second on Adult.
+in float64 on the CPU: deterministic, and converged in well under a second on Adult. Optional
+example weights ``W`` make the loss ``(1/N) Σ_i W_i ℓ_i`` (the cost-sensitive oracle of the FC
+baseline, :mod:`.fair_classification`); with ``l2 = 1 / (C·N)`` this is sklearn's
+``LogisticRegression(C=C).fit(x, y, sample_weight=W)`` divided by ``C·N``.
 
 Example:
     >>> import torch
@@ -17,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import ArrayLike, BaselineError, as_features, as_labels
+from ._checks import ArrayLike, BaselineError, as_features, as_labels, as_weights
 
 
 class LogisticRegression:
@@ -37,10 +40,13 @@ class LogisticRegression:
         self.weight: torch.Tensor | None = None
         self.bias: torch.Tensor | None = None
 
-    def fit(self, features: ArrayLike, labels: ArrayLike) -> LogisticRegression:
-        """Fit on features ``[N, D]`` and 0/1 labels ``[N]``; returns ``self``."""
+    def fit(self, features: ArrayLike, labels: ArrayLike,
+            weights: ArrayLike | None = None) -> LogisticRegression:
+        """Fit on features ``[N, D]``, 0/1 labels ``[N]`` and optional non-negative example
+        weights ``[N]`` (the loss is ``mean(W_i ℓ_i)``); returns ``self``."""
         x = as_features(features).double()
         y = as_labels(labels, n=len(x))
+        w_ex = None if weights is None else as_weights(weights, n=len(x))
         w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
         b = torch.zeros((), dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=self.max_iter,
@@ -49,7 +55,8 @@ class LogisticRegression:
 
         def closure() -> torch.Tensor:
             opt.zero_grad()
-            loss = F.binary_cross_entropy_with_logits(x @ w + b, y) + 0.5 * self.l2 * (w @ w)
+            loss = (F.binary_cross_entropy_with_logits(x @ w + b, y, weight=w_ex)
+                    + 0.5 * self.l2 * (w @ w))
             loss.backward()
             return loss
 

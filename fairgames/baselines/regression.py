@@ -12,7 +12,7 @@ logistic regression, and SEO (Johnson et al. 2016).
   ``variant="code"`` is what the authors' code runs (notes §3.2 / §5 #13): least squares with
   the group's feature columns, whose coefficients are then dropped.
 
-FC (Agarwal et al. 2018 on thresholded labels) is not here yet.
+FC (Agarwal et al. 2018 on thresholded labels) is :mod:`.fair_classification`.
 
 Example:
     >>> import torch
