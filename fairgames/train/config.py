@@ -231,7 +231,8 @@ def algorithm_schema() -> type:
     Example:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
-         'psi_steps', 'theta_steps', 'surrogate', 'temperature', 'ratio_floor']
+         'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'temperature',
+         'ratio_floor']
     """
     declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
     signature = tuple((k.name, k.type, k.default) for k in declared)
