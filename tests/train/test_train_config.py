@@ -48,10 +48,10 @@ def test_every_group_option_composes_and_validates(compose_cfg, group):
         validate(cfg)
 
 
-def test_algorithm_options_are_the_game_presets(compose_cfg):
+def test_algorithm_options_are_the_game_presets_and_the_reduction(compose_cfg):
     folder = CONFIGS / "algorithm"
-    assert {p.stem for p in folder.glob("*.yaml")} == set(PRESETS)
-    for name in PRESETS:
+    assert {p.stem for p in folder.glob("*.yaml")} == set(PRESETS) | {"reduction"}
+    for name in [*PRESETS, "reduction"]:
         assert compose_cfg(f"algorithm={name}").algorithm.name == name
     assert set(available_problems()) >= {"fmeasure_parity", "kld_error", "churn"}
 
