@@ -95,7 +95,8 @@ def test_split_metrics_ks_is_the_mixtures_over_every_value(rep, seed):
 
 def _pt(train, test, eps=None):
     return {"train": {"ks": train[0], "loss": train[1]},
-            "test": {"ks": test[0], "rel_loss": test[1], "loss": test[1]}, "eps": eps}
+            "test": {"ks": test[0], "rel_loss": test[1], "loss": test[1], "rel_loss_ci": 0.001},
+            "eps": eps}
 
 
 def test_frontier_is_chosen_on_train_and_read_on_test(rep):
@@ -109,13 +110,16 @@ def test_frontier_is_chosen_on_train_and_read_on_test(rep):
 
 
 def test_goals_on_hand_made_series(rep):
-    base = {"test": {"ks": 0.4, "loss": 0.1, "rel_loss": 0.0}, "train": {"ks": 0.4, "loss": 0.1}}
+    base = {"test": {"ks": 0.4, "loss": 0.1, "rel_loss": 0.0, "rel_loss_ci": 0.0},
+            "train": {"ks": 0.4, "loss": 0.1}}
     ours = [_pt((0.05, 0.13), (0.05, 0.03)), _pt((0.2, 0.11), (0.2, 0.01))]
     s = {("law", 4, "red_ls"): ours, ("law", 4, "unconstrained"): [{**base, "eps": None}],
          ("law", 4, "seo_paper"): [_pt((0.1, 0.0), (0.1, 0.03))],    # ours: 0.0233 at 0.1
          ("law", 4, "seo_code"): [_pt((0.1, 0.0), (0.1, 0.02))]}     # below our envelope
     g = rep.goal_dominates_seo(s, "law", 4)
     assert g["checks"]["seo_paper"]["passed"] and not g["checks"]["seo_code"]["passed"]
+    # 0.0233 at 0.1: 0.0033 above SEO code's 0.02, outside its band of 0.001
+    assert not g["checks"]["seo_code"]["within_seo_band"]
     assert not g["passed"]
     # steepness: 0.03 / 0.1 of the baseline's loss for 0.35 KS removed
     assert rep.steepness(s, "law", 4) == pytest.approx(0.3 / 0.35)
