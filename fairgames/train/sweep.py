@@ -25,12 +25,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 KEYS = ["problem", "data", "algorithm", "tolerance", "solution"]
+# the regression metrics a results.json may carry per split (docs/fair_regression.md)
+METRICS = ("mse", "mae", "ks_disparity", "grid_disparity")
+UNFAIRNESS = {
+    "constraints": "achieved unfairness (largest constraint value + tolerance)",
+    "ks": "KS disparity (max_a sup_z |P[f ≥ z | a] − P[f ≥ z]|)",
+    "grid": "grid disparity (max_{a,z} |γ̂_{a,z}|)",
+}
 
 
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
@@ -65,7 +73,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
                 viols = [c["violation"] for c in cons.values() if c["violation"] is not None]
                 row = {**base, "solution": solution, "split": split,
                        "objective": m["objective"], "error": m.get("error", math.nan),
-                       **{k: m[k] for k in ("mse", "mae") if k in m},
+                       **{k: m[k] for k in METRICS if k in m},
                        "max_violation": max(viols, default=0.0),
                        "max_value": max(values, default=float("nan"))}
                 for name, c in cons.items():
@@ -74,24 +82,101 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def frontier(rows: pd.DataFrame, split: str = "test") -> pd.DataFrame:
+def default_unfairness(rows: pd.DataFrame) -> str:
+    """``"ks"`` when the rows carry the exact KS disparity (regression sweeps), else
+    ``"constraints"``.
+
+    Example:
+        >>> default_unfairness(pd.DataFrame({"ks_disparity": [0.1]}))
+        'ks'
+    """
+    has_ks = "ks_disparity" in rows and bool(rows["ks_disparity"].notna().any())
+    return "ks" if has_ks else "constraints"
+
+
+def unfairness_of(df: pd.DataFrame, unfairness: str) -> pd.Series:
+    """Per row, the achieved unfairness of ``unfairness`` (:data:`UNFAIRNESS`):
+    ``constraints`` is the largest constraint value plus the tolerance for ``difference`` /
+    ``bound`` tolerances (the achieved gap or rate), the largest value otherwise; ``ks`` and
+    ``grid`` are the reported disparities.
+
+    Raises:
+        ValueError: an unknown choice, or a disparity the rows do not carry.
+    """
+    if unfairness not in UNFAIRNESS:
+        raise ValueError(f"unfairness must be one of {sorted(UNFAIRNESS)}, got {unfairness!r}")
+    if unfairness == "constraints":
+        shift = df["tolerance"].where(df["tolerance_kind"].isin(["difference", "bound"]), 0.0)
+        return df["max_value"] + shift.fillna(0.0)
+    column = f"{unfairness}_disparity"
+    if column not in df or not bool(df[column].notna().any()):
+        raise ValueError(f"unfairness={unfairness!r}: the runs report no {column} (only "
+                         "regression problems with threshold constraints do); use "
+                         "unfairness='constraints'")
+    return df[column]
+
+
+def frontier(rows: pd.DataFrame, split: str = "test", unfairness: str | None = None,
+             metric: str | None = None, envelope_split: str | None = "train") -> pd.DataFrame:
     """Means and standard deviations over seeds, per (problem, data, algorithm, tolerance,
-    solution), on ``split``; sorted by tolerance."""
+    solution), on ``split``; sorted by tolerance.
+
+    ``unfairness`` (default :func:`default_unfairness`) sets the ``unfairness`` columns.
+    ``on_envelope`` flags, per (problem, data, algorithm, solution), the rows on the lower
+    convex envelope (:func:`lower_envelope`) of (unfairness, ``metric`` mean) on
+    ``envelope_split`` (default train, where paper 003 selects; the split itself when the
+    rows have none), read on ``split``; ``metric`` defaults to ``error`` where the rows have
+    it, else the objective.
+    """
+    unfairness = unfairness or default_unfairness(rows)
+    out = _aggregate(rows, split, unfairness)
+    metric = metric or default_metric(out)
+    chosen = split
+    if envelope_split and envelope_split != split and (rows["split"] == envelope_split).any():
+        chosen = envelope_split
+    basis = out if chosen == split else _aggregate(rows, chosen, unfairness)
+    flags = _envelope_flags(basis, metric)
+    keys = [k for k in KEYS if k in out]
+    merged = out[keys].merge(flags, on=keys, how="left")
+    out["on_envelope"] = merged["on_envelope"].fillna(False).astype(bool).to_numpy()
+    return out
+
+
+def default_metric(table: pd.DataFrame) -> str:
+    """``error`` when the table has error means, else ``objective``."""
+    has = "error_mean" in table and bool(table["error_mean"].notna().any())
+    return "error" if has else "objective"
+
+
+def _aggregate(rows: pd.DataFrame, split: str, unfairness: str) -> pd.DataFrame:
     df = rows[rows["split"] == split].copy()
     if df.empty:
         raise ValueError(f"no rows for split {split!r}")
-    shift = df["tolerance"].where(df["tolerance_kind"].isin(["difference", "bound"]), 0.0)
-    df["unfairness"] = df["max_value"] + shift.fillna(0.0)
+    df["unfairness"] = unfairness_of(df, unfairness)
     keys = [k for k in KEYS if k in df]
     df["tolerance"] = df["tolerance"].fillna(-1.0)   # groupby drops NaN keys
     g = df.groupby(keys, dropna=False)
+    extra = {f"{m}_{stat}": (m, stat) for m in METRICS if m in df for stat in ("mean", "std")}
     out = g.agg(runs=("run_dir", "count"),
                 error_mean=("error", "mean"), error_std=("error", "std"),
                 objective_mean=("objective", "mean"), objective_std=("objective", "std"),
                 unfairness_mean=("unfairness", "mean"), unfairness_std=("unfairness", "std"),
-                max_violation_mean=("max_violation", "mean")).reset_index()
+                max_violation_mean=("max_violation", "mean"), **extra).reset_index()
     out["tolerance"] = out["tolerance"].where(out["tolerance"] >= 0)
     return out.sort_values(["solution", "tolerance"]).reset_index(drop=True)
+
+
+def _envelope_flags(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``on_envelope`` per row of ``table`` within each (problem, data, algorithm, solution)."""
+    if f"{metric}_mean" not in table or not bool(table[f"{metric}_mean"].notna().any()):
+        raise ValueError(f"metric {metric!r}: the runs report no {metric} (have "
+                         f"{sorted(c[:-5] for c in table.columns if c.endswith('_mean'))})")
+    keys = [k for k in KEYS if k in table]
+    flags = pd.Series(False, index=table.index)
+    for _, part in table.groupby([k for k in keys if k != "tolerance"], dropna=False):
+        on = lower_envelope(part["unfairness_mean"].tolist(), part[f"{metric}_mean"].tolist())
+        flags[part.index[on]] = True
+    return table[keys].assign(on_envelope=flags.to_numpy())
 
 
 def lower_envelope(x: Sequence[float], y: Sequence[float]) -> list[int]:
@@ -140,28 +225,44 @@ def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-def plot_frontier(table: pd.DataFrame, path: str | Path, metric: str = "error") -> None:
-    """Achieved unfairness (x) against ``metric`` (y), one line per solution, points labelled
-    by tolerance (matplotlib Agg)."""
+def plot_frontier(tables: pd.DataFrame | Mapping[str, pd.DataFrame], path: str | Path,
+                  metric: str = "error", unfairness: str = "constraints") -> None:
+    """Achieved unfairness (x) against ``metric`` (y), one line per (algorithm, solution),
+    points labelled by tolerance, the lower convex envelope (``on_envelope``) dashed; one
+    panel per split of ``tables`` (``{split: frontier table}``), side by side (matplotlib
+    Agg)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), constrained_layout=True)
-    for solution, part in table.groupby("solution"):
+    panels = {"": tables} if isinstance(tables, pd.DataFrame) else dict(tables)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False,
+                             constrained_layout=True)
+    for ax, (split, table) in zip(axes[0], panels.items(), strict=True):
+        _draw_panel(ax, table, metric)
+        ax.set_xlabel(UNFAIRNESS[unfairness])
+        ax.set_ylabel(f"{metric} (mean over seeds)")
+        ax.set_title("fairness–accuracy frontier" + (f": {split}" if split else ""))
+        ax.legend(fontsize="small")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _draw_panel(ax: Any, table: pd.DataFrame, metric: str) -> None:
+    by = ["algorithm", "solution"] if table["algorithm"].nunique() > 1 else ["solution"]
+    for name, part in table.groupby(by):
         part = part.sort_values("unfairness_mean")
-        ax.errorbar(part["unfairness_mean"], part[f"{metric}_mean"],
-                    xerr=part["unfairness_std"].fillna(0.0),
-                    yerr=part[f"{metric}_std"].fillna(0.0), marker="o", capsize=3,
-                    label=str(solution))
+        label = " / ".join(str(n) for n in name) if isinstance(name, tuple) else str(name)
+        bars = ax.errorbar(part["unfairness_mean"], part[f"{metric}_mean"],
+                           xerr=part["unfairness_std"].fillna(0.0),
+                           yerr=part[f"{metric}_std"].fillna(0.0), marker="o", capsize=3,
+                           label=label)
+        if "on_envelope" in part and bool(part["on_envelope"].any()):
+            env = part[part["on_envelope"]]
+            ax.plot(env["unfairness_mean"], env[f"{metric}_mean"], "--", lw=2.5, alpha=0.5,
+                    color=bars.lines[0].get_color())
         for _, r in part.iterrows():
             if r["tolerance"] == r["tolerance"]:
                 ax.annotate(f"{r['tolerance']:g}", (r["unfairness_mean"], r[f"{metric}_mean"]),
                             textcoords="offset points", xytext=(4, 4), fontsize="small")
-    ax.set_xlabel("achieved unfairness (largest constraint value + tolerance)")
-    ax.set_ylabel(f"{metric} (mean over seeds)")
-    ax.set_title("fairness–accuracy frontier")
-    ax.legend(fontsize="small")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

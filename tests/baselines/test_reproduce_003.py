@@ -1,0 +1,179 @@
+"""benchmarks/reproduce_003.py's pure parts against numpy (the mixture's rounded-prediction
+RMSE and log loss, the paired loss interval, the mixture's KS disparity, the envelope
+selection and the goals), its resumability, and a --quick run on one data set (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def rep():
+    spec = importlib.util.spec_from_file_location("reproduce_003",
+                                                  ROOT / "benchmarks" / "reproduce_003.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["reproduce_003"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _mixture(seed: int, members: int = 3, n: int = 60):
+    rng = np.random.default_rng(seed)
+    scores = rng.uniform(-0.2, 1.2, size=(members, n))
+    q = rng.uniform(0.1, 1.0, size=members)
+    y = rng.uniform(size=n)
+    codes = rng.integers(0, 3, size=n)
+    return scores, q / q.sum(), y, codes
+
+
+def _np_rounded(u: np.ndarray, big_n: int) -> np.ndarray:
+    k = np.clip(np.floor(u * big_n), 0, big_n)     # the cell: grid points z = j/N at or below u
+    return np.minimum((k + 0.5) / big_n, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mixture_losses_of_rounded_predictions_match_numpy(rep, seed):
+    scores, q, y, _ = _mixture(seed)
+    v = _np_rounded(scores, 40)
+    values = rep.member_values(torch.tensor(scores), 40)
+    assert np.allclose(values.numpy(), v)
+    t = lambda a: torch.tensor(a)  # noqa: E731
+    per = rep.example_losses(values, t(q), t(y), "squared")
+    assert rep.summary_loss(per, "squared") == pytest.approx(
+        math.sqrt(sum(q[r] * np.mean((y - v[r]) ** 2) for r in range(len(q)))))
+    labels = (y > 0.5).astype(float)
+    p = 1 / (1 + np.exp(-5 * (2 * v - 1)))
+    log_loss = -(labels * np.log(p) + (1 - labels) * np.log(1 - p))
+    per = rep.example_losses(values, t(q), t(labels), "logistic")
+    assert rep.summary_loss(per, "logistic") == pytest.approx(float(q @ log_loss.mean(1)))
+    clipped = rep.member_values(torch.tensor(scores), None)
+    assert np.allclose(clipped.numpy(), np.clip(scores, 0, 1))
+
+
+@pytest.mark.parametrize("task", ["squared", "logistic"])
+def test_paired_interval_is_two_standard_errors_of_the_difference(rep, task):
+    rng = np.random.default_rng(1)
+    per, base = rng.uniform(0, 0.2, 500), rng.uniform(0, 0.2, 500)
+    rel, half = rep.relative_loss(torch.tensor(per), torch.tensor(base), task)
+    se2 = 2 * np.std(per - base, ddof=1) / np.sqrt(500)
+    if task == "squared":       # RMSE: the difference of square roots, the band by the delta
+        assert rel == pytest.approx(np.sqrt(per.mean()) - np.sqrt(base.mean()))
+        assert half == pytest.approx(se2 / (2 * np.sqrt(per.mean())))
+    else:
+        assert rel == pytest.approx(per.mean() - base.mean())
+        assert half == pytest.approx(se2)
+    assert rep.violation_ci(1000) == pytest.approx(np.sqrt(np.log(40) / 2000))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_split_metrics_ks_is_the_mixtures_over_every_value(rep, seed):
+    scores, q, y, codes = _mixture(seed)
+    values = rep.member_values(torch.tensor(scores), 40).numpy()
+    metrics, _ = rep.split_metrics(torch.tensor(values), torch.tensor(q), torch.tensor(y),
+                                   torch.tensor(codes), "squared")
+
+    def worst(points):
+        at_least = values[:, :, None] >= points[None, None, :]
+        overall = np.einsum("r,rnp->p", q, at_least) / values.shape[1]
+        return max(np.abs(np.einsum("r,rnp->p", q, at_least[:, codes == a]) /
+                          (codes == a).sum() - overall).max() for a in np.unique(codes))
+
+    assert metrics["ks"] == pytest.approx(worst(np.unique(values)))
+    assert metrics["grid"] == pytest.approx(worst(np.arange(1, 41) / 40))
+    assert metrics["grid"] <= metrics["ks"] + 1e-12
+
+
+def _pt(train, test, eps=None):
+    return {"train": {"ks": train[0], "loss": train[1]},
+            "test": {"ks": test[0], "rel_loss": test[1], "loss": test[1], "rel_loss_ci": 0.001},
+            "eps": eps}
+
+
+def test_frontier_is_chosen_on_train_and_read_on_test(rep):
+    # train: (0.11, 0.24) lies above the chord (0.06, 0.25)–(0.2, 0.10) (≈ 0.196 at 0.11)
+    pts = [_pt((0.02, 0.30), (0.03, 0.05), 0.01), _pt((0.06, 0.25), (0.07, 0.04), 0.05),
+           _pt((0.11, 0.24), (0.08, 0.00), 0.1), _pt((0.20, 0.10), (0.21, 0.01), 0.2)]
+    assert [p["eps"] for p in rep.frontier(pts)] == [0.01, 0.05, 0.2]
+    assert rep.test_envelope(pts) == ([0.03, 0.07, 0.21], [0.05, 0.04, 0.01])
+    assert rep.envelope_at([0.03, 0.07, 0.21], [0.05, 0.04, 0.01], 0.14) == pytest.approx(0.025)
+    assert rep.envelope_at([0.03, 0.07], [0.05, 0.04], 0.01) == math.inf
+
+
+def test_goals_on_hand_made_series(rep):
+    base = {"test": {"ks": 0.4, "loss": 0.1, "rel_loss": 0.0, "rel_loss_ci": 0.0},
+            "train": {"ks": 0.4, "loss": 0.1}}
+    ours = [_pt((0.05, 0.13), (0.05, 0.03)), _pt((0.2, 0.11), (0.2, 0.01))]
+    s = {("law", 4, "red_ls"): ours, ("law", 4, "unconstrained"): [{**base, "eps": None}],
+         ("law", 4, "seo_paper"): [_pt((0.1, 0.0), (0.1, 0.03))],    # ours: 0.0233 at 0.1
+         ("law", 4, "seo_code"): [_pt((0.1, 0.0), (0.1, 0.02))]}     # below our envelope
+    g = rep.goal_dominates_seo(s, "law", 4)
+    assert g["checks"]["seo_paper"]["passed"] and not g["checks"]["seo_code"]["passed"]
+    # 0.0233 at 0.1: 0.0033 above SEO code's 0.02, outside its band of 0.001
+    assert not g["checks"]["seo_code"]["within_seo_band"]
+    assert not g["passed"]
+    # steepness: 0.03 / 0.1 of the baseline's loss for 0.35 KS removed
+    assert rep.steepness(s, "law", 4) == pytest.approx(0.3 / 0.35)
+    direct = [_pt((0.05, 0.0), (0.05, 0.035), 0.05), _pt((0.2, 0.0), (0.2, 0.03), 0.2)]
+    s[("law", 4, "red_ls")] = [{**p, "eps": e} for p, e in zip(ours, (0.05, 0.2), strict=True)]
+    s[("law", 4, "direct")] = direct
+    near = rep.goal_direct_near(s, "law", 4)
+    assert near["direct_minus_reduction"] == pytest.approx({"0.05": 0.005, "0.2": 0.02})
+    assert not near["passed"]
+    lr = [_pt((0.05, 0.1), (0.05, 0.02)), _pt((0.2, 0.1), (0.2, 0.0))]
+    s[("adult", 4, "red_lr")], s[("adult", 4, "red_ls")] = lr, ours
+    assert rep.goal_lr_beats_ls(s, "adult", 4)["mean_ls_minus_lr"] == pytest.approx(0.01)
+
+
+def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
+    calls = []
+
+    def fake(cell, mode):
+        calls.append(rep.cell_key(cell))
+        if cell["method"] == "fc":
+            raise rep.NotRun("FairClassification not available")
+        return {"key": rep.cell_key(cell), "cell": cell, "mode": mode, "seconds": 1.0,
+                "points": []}
+
+    monkeypatch.setattr(rep, "run_cell", fake)
+    cells = rep.build_cells(["adult2k", "crime"], [4], quick=True)
+    keys = [rep.cell_key(c) for c in cells]
+    assert len(keys) == len(set(keys))
+    assert {c["method"] for c in cells if c["data"] == "adult2k"} == {
+        "unconstrained", "fc", "red_cs", "red_ls", "red_lr", "direct"}
+    records, missing = rep.run_all(cells, tmp_path, "quick")
+    assert calls == keys and [m["key"] for m in missing] == ["adult2k_s4_fc"]
+    assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(set(keys) - {"adult2k_s4_fc"})
+    calls.clear()
+    again, missing = rep.run_all(cells, tmp_path, "quick")
+    assert calls == ["adult2k_s4_fc"] and len(missing) == 1      # only the cell not run
+    assert [r["key"] for r in again] == [r["key"] for r in records]
+
+
+@pytest.mark.slow
+def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
+    monkeypatch.setattr(rep, "EPS_QUICK", (0.1,))
+    monkeypatch.setitem(rep.MAX_ITERATIONS, "quick", {"ls": 300, "lr": 300, "cs": 2})
+    summary = rep.main(["--quick", "--only", "law2k", "--out", str(tmp_path)])
+    cells = sorted(p.stem for p in (tmp_path / "reproduce_003.quick.cells").glob("*.json"))
+    assert cells == sorted(["law2k_s4_unconstrained", "law2k_s4_seo_paper", "law2k_s4_seo_code",
+                            "law2k_s4_red_cs_e0.1", "law2k_s4_red_ls_e0.1",
+                            "law2k_s4_direct_e0.1", "law2k_s4_table1_cs", "law2k_s4_table1_ls"])
+    saved = json.loads((tmp_path / "reproduce_003.quick.json").read_text())
+    assert saved["verdicts"] == summary["verdicts"]
+    assert summary["table1"]["ratio"] > 1
+    for fig in ("fig1", "fig2"):
+        assert (tmp_path / f"reproduce_003.quick.{fig}.png").read_bytes()[:4] == b"\x89PNG"
+    # the unconstrained baseline is the zero of relative loss
+    base = json.loads((tmp_path / "reproduce_003.quick.cells" /
+                       "law2k_s4_unconstrained.json").read_text())["points"][0]
+    assert base["test"]["rel_loss"] == 0.0
