@@ -92,8 +92,6 @@ QUICK_DATASETS = ("adult2k", "law2k", "crime")
 # The paper's code runs one stratified split with seed 4 (notes §3.1); ours draws its own
 # split from the same seed (numpy, not sklearn), so the rows differ.
 SEEDS = (4,)
-# The reduction (paper symbols): B, ν, η — the default η = ν/(8B) barely moves λ; η = 2 with
-# ν = 0.02 converged on Crime in ~1 300 iterations (docs/fair_regression.md).
 # The reduction (paper symbols): B, ν, η. The paper gives no values; its default η = ν/(8B)
 # barely moves λ. ν is in cost units (½·squared error; logistic loss / 2 log(1 + e⁵)), where
 # the losses themselves are ~0.005–0.05: ν = 0.02 stopped Law-2k at a relative test RMSE of
@@ -216,8 +214,8 @@ def frontier_indices(points: Sequence[dict[str, Any]]) -> list[int]:
 
 def envelope_at(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
     """The lower convex envelope of ``(xs, ys)`` (mixtures of its points) at ``x``: the
-    chord's value between its neighbours, the envelope's lowest loss right of its
-    smallest ``x``... and ``inf`` left of it (no mixture reaches a smaller violation).
+    chord's value between its neighbours, its last point's value right of its largest
+    ``x``, and ``inf`` left of its smallest (no mixture reaches a smaller violation).
 
     Example:
         >>> envelope_at([0.0, 1.0], [1.0, 0.0], 0.25)

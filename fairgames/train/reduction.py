@@ -38,8 +38,7 @@ from .data import predict_scores
 from .logger import RunLogger
 from .solutions import Candidates
 
-GAMES = ("sp", "bgl")
-DEFAULT_BOUND = 10.0           # B (ReductionConfig's)
+DEFAULT_BOUND = ReductionConfig.bound          # B
 # η. The paper's ν/(8B) (SP) makes Theorem 4's iteration bound hold but moves λ ~1 000x
 # slower than needed: on Crime, η = 2 at B = 10 reaches ν = 0.01 in ~2 700 iterations. A larger
 # B needs its own η (BGL on Crime at B = 200: η = 2 does not reach ν = 0.02 in 1 000
@@ -61,7 +60,7 @@ def reduction_settings(algorithm: Mapping[str, Any], *, game: str, tolerance: fl
         constraint=game, tolerance=tolerance, loss=TARGET_LOSSES[label_kind],
         oracle=str(algorithm.get("best_response", "ls")),
         bound=bound,
-        gap=float(algorithm.get("gap", 0.01)), grid_size=grid_size,
+        gap=float(algorithm.get("gap", ReductionConfig.gap)), grid_size=grid_size,
         max_iterations=DEFAULT_ITERATIONS if iterations is None else int(iterations),
         check_every=check_every,
         step_size=DEFAULT_STEP_SIZE if lr is None else float(lr),
@@ -138,7 +137,7 @@ def reduction_record(result: ReductionResult, config: ReductionConfig) -> dict[s
 
 
 def outcome_line(record: Mapping[str, Any]) -> str:
-    """One plain sentence on how the reduction ended (the CLI prints it, report.md quotes it).
+    """One plain sentence on how the reduction ended (the CLI prints it under its summary).
 
     Example:
         >>> outcome_line({"outcome": "converged", "iterations": 9, "gap_target": 0.01,

@@ -35,17 +35,6 @@ from .sample import Sample
 CONSTRAINTS = ("sp", "bgl")
 SP_ORACLES = ("ls", "lr", "cs")
 
-# The run config's algorithm=reduction reads these two keys, and the λ-player's
-# (``radius`` = B, ``multiplier_lr`` = η) and the best response's (``theta_steps``: L-BFGS
-# iterations where there is no closed form); fairgames.train.reduction maps them.
-CONFIG_KEYS = (
-    ConfigKey("best_response", str, "ls", "the SP reduction's best response: ls (least "
-              "squares to the argmin targets), lr (two weighted 0/1 copies) or cs "
-              "(cost-sensitive classification of (x, z) pairs)", one_of(SP_ORACLES)),
-    ConfigKey("gap", float, 0.01, "ν: stop when the duality gap max(ν̄, ν̲) is at most this",
-              positive()),
-)
-
 
 @dataclass(frozen=True)
 class ReductionConfig:
@@ -89,6 +78,18 @@ class ReductionConfig:
                 raise ValueError(f"{name} must be a positive integer, got "
                                  f"{getattr(self, name)!r}")
         as_loss(self.loss)
+
+
+# The run config's algorithm=reduction reads these two keys, and the λ-player's
+# (``radius`` = B, ``multiplier_lr`` = η) and the best response's (``theta_steps``: L-BFGS
+# iterations where there is no closed form); fairgames.train.reduction maps them.
+CONFIG_KEYS = (
+    ConfigKey("best_response", str, "ls", "the SP reduction's best response: ls (least "
+              "squares to the argmin targets), lr (two weighted 0/1 copies) or cs "
+              "(cost-sensitive classification of (x, z) pairs)", one_of(SP_ORACLES)),
+    ConfigKey("gap", float, ReductionConfig.gap, "ν: stop when the duality gap "
+              "max(ν̄, ν̲) is at most this", positive()),
+)
 
 
 def _oracle(config: ReductionConfig, fitter: Fitter, sample: Sample) -> Oracle:

@@ -97,13 +97,14 @@ class Fitter:
                  steps: int = 100) -> None:
         self.x = x
         self.model = model_factory()
-        self.linear = is_linear(self.model)
+        self.layer = affine_layer(self.model)      # None: no closed form
+        self.linear = self.layer is not None
         self.steps = int(steps)
         self._pinv: torch.Tensor | None = None
 
     def set_linear(self, coef: torch.Tensor, intercept: torch.Tensor) -> nn.Module:
         """Set the linear model to ``(coef [d], intercept)``; returns a copy (the iterate)."""
-        layer = affine_layer(self.model)
+        layer = self.layer
         assert layer is not None
         with torch.no_grad():
             layer.weight.copy_(coef.reshape(layer.weight.shape))
