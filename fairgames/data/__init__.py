@@ -10,7 +10,9 @@ Example:
     64
 
 Real data sets (``available_datasets()``) are loaded with :func:`load`, e.g.
-``load("adult", protected="sex", split="official")``; see ``docs/data.md``.
+``load("adult", protected="sex", split="official")``; a user's own table with
+:func:`from_frame` (a DataFrame) or :func:`load_table` (a CSV or Parquet file); see
+``docs/data.md``.
 """
 
 from .dataset import DatasetSplits, TabularDataset
@@ -19,6 +21,8 @@ from .loaders import available_datasets, load
 from .noise import GroupNoiseEstimate, estimate_group_noise, flip_groups
 from .sampler import MinibatchSampler
 from .synthetic import make_synthetic
+from .table import from_frame, load_table
+from .table_preprocess import TablePreprocessor
 
 __all__ = [
     "DataArgumentError",
@@ -26,10 +30,13 @@ __all__ = [
     "DatasetSplits",
     "GroupNoiseEstimate",
     "MinibatchSampler",
+    "TablePreprocessor",
     "TabularDataset",
     "available_datasets",
     "estimate_group_noise",
     "flip_groups",
+    "from_frame",
     "load",
+    "load_table",
     "make_synthetic",
 ]

@@ -19,7 +19,9 @@ Example:
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ from fairgames.data import (
     DatasetSplits,
     TabularDataset,
     load,
+    load_table,
     make_synthetic,
 )
 from fairgames.data.splits import random_split
@@ -40,6 +43,8 @@ from fairgames.rates import Batch
 from .config import ConfigError
 
 SYNTHETIC_PROTECTED = "group"   # make_synthetic's only attribute
+OWN_TABLE = "table"             # data=table: the user's file (fairgames.data.load_table)
+PREPROCESS_FILE = "preprocess.json"
 
 
 def apply_recipe(data_cfg: Mapping[str, Any], recipe: Mapping[str, Any] | None
@@ -61,6 +66,8 @@ def apply_recipe(data_cfg: Mapping[str, Any], recipe: Mapping[str, Any] | None
         '000'
     """
     out = dict(data_cfg)
+    if out.get("name") == OWN_TABLE:
+        return out      # a recipe is a paper's protocol for its packaged data sets
     for key, value in (recipe or {}).items():
         if key not in out:
             raise ConfigError(f"problem.recipe.{key}: data set {out.get('name')!r} has no key "
@@ -88,8 +95,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     cfg = dict(data_cfg)
     name = cfg.pop("name")
     protected = cfg.pop("protected")
-    cfg.setdefault("seed", seed)
-    fn = make_synthetic if name == "synthetic" else load
+    if cfg.get("seed") is None:          # absent or null: the run's seed
+        cfg["seed"] = seed
+    fn = {"synthetic": make_synthetic, OWN_TABLE: load_table}.get(name, load)
     params = inspect.signature(fn).parameters
     reserved = {"name", "protected"} if name != "synthetic" else set()
     accepted = sorted(set(params) - reserved)
@@ -99,6 +107,7 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
                           f"takes {accepted} (plus name and protected)")
     try:
         splits = (make_synthetic(**cfg) if name == "synthetic"
+                  else load_table(protected=protected, **cfg) if name == OWN_TABLE
                   else load(name, protected=protected, **cfg))
     except DataError as e:
         # the synthetic generator reads no file: all its errors are the config's
@@ -118,6 +127,29 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
             raise ConfigError(f"data set {name!r} has an empty {split_name} split "
                               f"(data: {dict(cfg)}); {hint}")
     return splits
+
+
+def write_preprocessing(run_dir: Path, splits: DatasetSplits) -> Path | None:
+    """Write the fitted preprocessing of own table data (``metadata["preprocessor"]``,
+    :func:`fairgames.data.from_frame` / ``data=table``) as ``preprocess.json`` in
+    ``run_dir``, so that the run's models can be applied to new rows; ``None`` (nothing
+    written) for other data.
+
+    Example:
+        >>> import pandas as pd, tempfile
+        >>> from fairgames.data import from_frame
+        >>> df = pd.DataFrame({"x": range(20), "g": ["a", "b"] * 10, "y": [0, 1, 1, 0] * 5})
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     path = write_preprocessing(Path(d), from_frame(df, target="y", protected="g"))
+        ...     json.loads(path.read_text())["feature_names"]
+        ['x']
+    """
+    pre = (splits.metadata or {}).get("preprocessor")
+    if pre is None:
+        return None
+    path = Path(run_dir) / PREPROCESS_FILE
+    path.write_text(json.dumps(pre.to_dict(), indent=1) + "\n")
+    return path
 
 
 def constraint_holdout(train: TabularDataset, protected: str, fraction: float, seed: int

@@ -66,7 +66,14 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .data import apply_recipe, constraint_holdout, load_splits, loaded_keys, predict_scores
+from .data import (
+    apply_recipe,
+    constraint_holdout,
+    load_splits,
+    loaded_keys,
+    predict_scores,
+    write_preprocessing,
+)
 from .engine import (
     ENGINE_FORMAT,
     BatchSettings,
@@ -632,6 +639,7 @@ def _load(inputs: RunInputs) -> RunContext:
     steps = _total_steps(inputs.trainer, len(train), default)
     if run_dir is not None:
         ensure_writable(run_dir)
+        write_preprocessing(run_dir, splits)   # own table data: new rows need its encoders
     found = (inputs.checkpoint if inputs.checkpoint is not None
              else _read_checkpoint(inputs.trainer.resume, run_dir))
     ckpt_path, ckpt = found if found is not None else (None, None)
