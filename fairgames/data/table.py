@@ -31,7 +31,8 @@ import torch
 from .dataset import DatasetSplits
 from .errors import DataArgumentError, DataError
 from .splits import random_split
-from .table_preprocess import TablePreprocessor
+from .table_columns import row_names
+from .table_preprocess import TablePreprocessor, feature_kinds
 
 NAME = "table"
 DEFAULT_SPLIT = (0.6, 0.2, 0.2)
@@ -122,6 +123,8 @@ def load_table(
                          categorical, numerical, split, seed,
                          source=str(p) if p.name.lower().endswith(CSV_SUFFIXES) else None)
     except DataError as e:
+        if str(p) in str(e):      # a row of a CSV file: its line names the file already
+            raise
         raise type(e)(f"{p}: {e}") from e
     splits.metadata["sources"] = [{"path": str(p.resolve()), "sha256": _sha256(p),
                                    "rows": len(frame)}]
@@ -164,6 +167,9 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
             split: Sequence[float], seed: int, source: str | None) -> DatasetSplits:
     test_fraction, vfrac = _fractions(split)
     base = TablePreprocessor.for_target(frame, **target_args, source=source)
+    # the columns' schema is checked on every row before the split can be too small
+    feature_kinds(frame, base.target, base.protected, categorical, numerical,
+                  base.include_protected, row_names(frame, source))
     labels, codes = base.labels(frame, source), base.groups(frame, source)
     kind = "label_group" if base.label_kind == "binary" else "group"
     strata = codes.numpy() * 2 + labels.numpy().astype(np.int64) if kind == "label_group" \

@@ -218,8 +218,8 @@ def check_columns(frame: pd.DataFrame, target: str, protected: str) -> None:
         raise DataError(f"the table has duplicate column names {dupes}; rename them")
     for role, col in (("target", target), ("protected", protected)):
         if not isinstance(col, str) or col not in frame.columns:
-            raise DataArgumentError(f"unknown {role} column {col!r}; the table's columns are "
-                            f"{[str(c) for c in frame.columns]}")
+            raise DataArgumentError(f"unknown {role} column {col!r}; the table's columns "
+                                    f"are {[str(c) for c in frame.columns]}")
     if target == protected:
         raise DataArgumentError(f"the target and the protected column are both {target!r}")
 
@@ -227,24 +227,36 @@ def check_columns(frame: pd.DataFrame, target: str, protected: str) -> None:
 def feature_kinds(frame: pd.DataFrame, target: str, protected: str,
                   categorical: Sequence[str] | None, numerical: Sequence[str] | None,
                   include_protected: bool, where: Where) -> dict[str, str]:
-    """Feature column -> ``"numerical"`` or ``"categorical"``, in the table's order."""
-    cats, nums = list(categorical or []), list(numerical or [])
+    """Feature column -> ``"numerical"`` or ``"categorical"``, in the table's order; an
+    unknown column, or text that is no number in a numerical one, is named."""
     if categorical is None and numerical is None:
         skip = {target} | ({protected} if not include_protected else set())
-        return {str(c): _inferred_kind(frame[c], str(c), where)
-                for c in frame.columns if c not in skip}
+        kinds = {str(c): _inferred_kind(frame[c], str(c), where)
+                 for c in frame.columns if c not in skip}
+    else:
+        kinds = _listed_kinds(frame, target, protected, list(categorical or []),
+                              list(numerical or []), include_protected)
+    for c, kind in kinds.items():
+        if kind == "numerical":
+            numbers(frame[c], c, where)     # text or an infinity: named, before any fit
+    return kinds
+
+
+def _listed_kinds(frame: pd.DataFrame, target: str, protected: str, cats: list[str],
+                  nums: list[str], include_protected: bool) -> dict[str, str]:
     listed = cats + nums
     unknown = [c for c in listed if c not in frame.columns]
     if unknown:
-        raise DataArgumentError(f"unknown feature column(s) {unknown}; the table's columns are "
-                        f"{[str(c) for c in frame.columns]}")
+        raise DataArgumentError(f"unknown feature column(s) {unknown}; the table's columns "
+                                f"are {[str(c) for c in frame.columns]}")
     both = sorted(set(cats) & set(nums))
     if both:
-        raise DataArgumentError(f"column(s) {both} are listed as both categorical and numerical")
+        raise DataArgumentError(f"column(s) {both} are listed as both categorical and "
+                                "numerical")
     roles = [c for c in listed if c in (target, protected)]
     if roles:
-        raise DataArgumentError(f"column(s) {roles} are the target or the protected column, not "
-                        "features (include_protected=True adds the protected one)")
+        raise DataArgumentError(f"column(s) {roles} are the target or the protected column, "
+                                "not features (include_protected=True adds the protected one)")
     if include_protected:
         cats.append(protected)
     kinds = {c: "categorical" for c in cats} | {c: "numerical" for c in nums}
@@ -258,7 +270,8 @@ def _inferred_kind(s: pd.Series, column: str, where: Where) -> str:
         return "numerical"
     if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s):
         raise DataError(f"column {column!r} holds dates or times; convert it to numbers, or "
-                        "list it in categorical (or leave it out of numerical / categorical)")
+                        "give the feature lists (categorical / numerical) with it in "
+                        "categorical or left out")
     present = s.notna().to_numpy()
     parsed = pd.to_numeric(s, errors="coerce").notna().to_numpy()
     if present.any() and 1.0 > parsed.sum() / present.sum() >= NUMERIC_SHARE:
@@ -276,15 +289,16 @@ def binary_positive(s: pd.Series, target: str, positive: Any, where: Where
     if positive is not None:
         pos = value_names(pd.Series([positive]))[0]
         if pos not in seen:
-            raise DataArgumentError(f"positive={positive!r} is not a value of the target column "
-                            f"{target!r} (it holds {_shown(seen)})")
+            raise DataArgumentError(f"positive={positive!r} is not a value of the target "
+                                    f"column {target!r} (it holds {_shown(seen)})")
         return str(pos)
     if set(seen) <= {"0", "1"} or set(seen) <= {"False", "True"}:
         return None
-    raise DataArgumentError(f"the target column {target!r} is not binary: it holds {_shown(seen)}; "
-                    "for a classification problem give positive=<value> (data.positive: the "
-                    "value that is label 1, every other value 0), for a regression problem "
-                    "label_kind='real' (data.label_kind=real, values in [0, 1])")
+    raise DataArgumentError(
+        f"the target column {target!r} is not binary: it holds {_shown(seen)}; for a "
+        "classification problem give positive=<value> (data.positive: the value that is "
+        "label 1, every other value 0), for a regression problem label_kind='real' "
+        "(data.label_kind=real, values in [0, 1])")
 
 
 def real_target(s: pd.Series, target: str, where: Where) -> np.ndarray:
@@ -300,8 +314,9 @@ def real_target(s: pd.Series, target: str, where: Where) -> np.ndarray:
 
 def _no_positive(positive: Any, target: str) -> None:
     if positive is not None:
-        raise DataArgumentError(f"positive={positive!r} binarises a classification target; the "
-                        f"target {target!r} is declared real-valued (label_kind='real')")
+        raise DataArgumentError(f"positive={positive!r} binarises a classification target; "
+                                f"the target {target!r} is declared real-valued "
+                                "(label_kind='real')")
 
 
 def _check_target_varies(labels: torch.Tensor, target: str) -> None:

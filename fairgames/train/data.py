@@ -246,6 +246,8 @@ def loaded_keys(data_cfg: Mapping[str, Any], splits: DatasetSplits) -> dict[str,
         out["protected"] = meta.get("protected") or SYNTHETIC_PROTECTED
     if "target" in out and out["target"] is None:
         out["target"] = meta.get("target")
+    if "seed" in out and out["seed"] is None:    # data=table's null: the run's, as used
+        out["seed"] = meta.get("seed")
     return out
 
 
