@@ -31,7 +31,7 @@ import torch
 from .dataset import DatasetSplits
 from .errors import DataArgumentError, DataError
 from .splits import random_split
-from .table_columns import row_names
+from .table_columns import row_names, string_columns
 from .table_preprocess import TablePreprocessor, feature_kinds
 
 NAME = "table"
@@ -166,6 +166,7 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
             categorical: Sequence[str] | None, numerical: Sequence[str] | None,
             split: Sequence[float], seed: int, source: str | None) -> DatasetSplits:
     test_fraction, vfrac = _fractions(split)
+    frame = string_columns(frame)
     base = TablePreprocessor.for_target(frame, **target_args, source=source)
     # the columns' schema is checked on every row before the split can be too small
     feature_kinds(frame, base.target, base.protected, categorical, numerical,

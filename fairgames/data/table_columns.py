@@ -49,6 +49,33 @@ def row_names(frame: pd.DataFrame, source: str | None = None) -> Where:
     return where
 
 
+def string_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its column names as strings (``0`` is ``"0"``), so that a column is
+    named the same in the table, the messages, the feature names and ``preprocess.json``.
+
+    Example:
+        >>> list(string_columns(pd.DataFrame({0: [1], "a": [2]})).columns)
+        ['0', 'a']
+    """
+    if isinstance(frame, pd.DataFrame) and not all(isinstance(c, str) for c in frame.columns):
+        return frame.rename(columns=str)
+    return frame
+
+
+def codes_of(names: np.ndarray, vocabulary: Sequence[str]) -> np.ndarray:
+    """Each name's position in ``vocabulary``, ``-1`` for a name not in it (one lookup per
+    distinct name).
+
+    Example:
+        >>> codes_of(np.asarray(["b", "z", "a"], dtype=object), ["a", "b"]).tolist()
+        [1, -1, 0]
+    """
+    lookup = {c: i for i, c in enumerate(vocabulary)}
+    ids, uniques = pd.factorize(names)
+    per_unique = np.asarray([lookup.get(u, -1) for u in uniques], dtype=np.int64)
+    return per_unique[ids] if len(ids) else np.zeros(0, dtype=np.int64)
+
+
 def value_names(s: pd.Series) -> np.ndarray:
     """Each value's name (``1.0`` is ``"1"``; a missing value is ``<missing>``), as an
     object array; one conversion per distinct value.
@@ -161,10 +188,7 @@ class CategoricalColumn:
 
     def encode(self, s: pd.Series, where: Where) -> np.ndarray:
         """``[N, len(categories)]`` float32, all zeros for a category unseen in training."""
-        lookup = {c: i for i, c in enumerate(self.categories)}
-        ids, uniques = pd.factorize(value_names(s))
-        per_unique = np.asarray([lookup.get(u, -1) for u in uniques], dtype=np.int64)
-        code = per_unique[ids] if len(ids) else np.zeros(0, dtype=np.int64)
+        code = codes_of(value_names(s), self.categories)
         block = np.zeros((len(s), len(self.categories)), dtype=np.float32)
         known = np.flatnonzero(code >= 0)
         block[known, code[known]] = 1.0

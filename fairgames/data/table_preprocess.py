@@ -32,10 +32,12 @@ from .table_columns import (
     CategoricalColumn,
     NumericalColumn,
     Where,
+    codes_of,
     column_from_dict,
     numbers,
     row_names,
     sorted_names,
+    string_columns,
     value_names,
 )
 
@@ -89,6 +91,7 @@ class TablePreprocessor:
         real one lies in [0, 1]; neither is constant nor missing; the protected column has
         two values or more and none missing. ``source`` (a CSV file) makes messages name
         the file's lines."""
+        frame = string_columns(frame)
         where = row_names(frame, source)
         check_columns(frame, target, protected)
         if label_kind not in LABEL_KINDS:
@@ -114,6 +117,7 @@ class TablePreprocessor:
         both are ``None`` every column but the target (and the protected one, unless
         ``include_protected``) is a feature: numbers numerical, text and booleans categorical.
         """
+        frame = string_columns(frame)
         where = row_names(frame, source)
         kinds = feature_kinds(frame, self.target, self.protected, categorical, numerical,
                               self.include_protected, where)
@@ -136,6 +140,7 @@ class TablePreprocessor:
             DataError: a feature column missing from ``frame`` (the message lists those it
                 has) or a numerical column with text that is no number (column and row).
         """
+        frame = string_columns(frame)
         _require(frame, [c.name for c in self.columns], "feature")
         where = row_names(frame, source)
         blocks = [c.encode(frame[c.name], where) for c in self.columns]
@@ -145,6 +150,7 @@ class TablePreprocessor:
 
     def labels(self, frame: pd.DataFrame, source: str | None = None) -> torch.Tensor:
         """The ``[N]`` float32 labels of ``frame``'s target column."""
+        frame = string_columns(frame)
         _require(frame, [self.target], "target")
         where = row_names(frame, source)
         s = frame[self.target]
@@ -160,12 +166,12 @@ class TablePreprocessor:
 
     def groups(self, frame: pd.DataFrame, source: str | None = None) -> torch.Tensor:
         """The ``[N]`` int64 codes (``group_names[code]``) of the protected column."""
+        frame = string_columns(frame)
         _require(frame, [self.protected], "protected")
         where = row_names(frame, source)
         names = value_names(frame[self.protected])
         _no_missing(frame[self.protected], self.protected, "protected", where)
-        lookup = {g: i for i, g in enumerate(self.group_names)}
-        codes = np.asarray([lookup.get(n, -1) for n in names], dtype=np.int64)
+        codes = codes_of(names, self.group_names)
         bad = np.flatnonzero(codes < 0)
         if len(bad):
             raise DataError(f"protected column {self.protected!r} holds {names[bad[0]]!r} at "
@@ -233,6 +239,8 @@ def feature_kinds(frame: pd.DataFrame, target: str, protected: str,
         skip = {target} | ({protected} if not include_protected else set())
         kinds = {str(c): _inferred_kind(frame[c], str(c), where)
                  for c in frame.columns if c not in skip}
+        if include_protected:    # group names, never a number to standardise
+            kinds[protected] = "categorical"
     else:
         kinds = _listed_kinds(frame, target, protected, list(categorical or []),
                               list(numerical or []), include_protected)

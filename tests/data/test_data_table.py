@@ -258,8 +258,8 @@ def test_a_bad_cell_of_a_csv_names_its_line(frame, tmp_path):
     df = frame.astype({"age": object})
     df.loc[5, "age"] = "forty"
     df.to_csv(tmp_path / "t.csv", index=False)
-    with pytest.raises(DataError, match=r"t.csv: column 'age' is numerical but row 5 \(line 7 "
-                                        r"of .*t.csv\) holds 'forty'"):
+    with pytest.raises(DataError, match=r"^column 'age' is numerical but row 5 \(line 7 of "
+                                        r".*t.csv\) holds 'forty'"):
         load_table(tmp_path / "t.csv", target="y", protected="race")
 
 
@@ -319,3 +319,16 @@ SMALL = pd.DataFrame({"age": [30.0, 40.0, 50.0, 60.0, 20.0, 35.0],
 def test_schema_errors_name_the_column_and_row(df, kw, error, says):
     with pytest.raises(error, match=says):
         _bad(df, **kw)
+
+
+def test_column_names_that_are_not_text_and_a_numeric_protected_feature():
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({0: rng.normal(size=60), 1: np.tile([0, 1, 2], 20),
+                       2: np.tile([0, 1, 1, 0], 15)})
+    s = from_frame(df, target="2", protected="1", include_protected=True)
+    assert s.train.feature_names == ["0", "1=0", "1=1", "1=2"]     # the group one-hot
+    assert s.train.group_names == {"1": ["0", "1", "2"]}
+    rows = _rows(s, "test")
+    assert s.test.features[:, 1:].argmax(1).tolist() == df[1].to_numpy()[rows].tolist()
+    pre = s.metadata["preprocessor"]
+    assert torch.equal(pre.transform(df)[rows], s.test.features)
