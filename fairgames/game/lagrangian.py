@@ -250,7 +250,7 @@ class LagrangianTerms(torch.nn.Module):
 
     def __init__(self, c: CompiledRows, *, num_leaves: int, objective: list[float],
                  objective_constant: float, truth: TrueEvaluation,
-                 constraint_rows: Sequence[int] = ()) -> None:
+                 constraint_rows: Sequence[int] = (), objective_in_costs: bool = True) -> None:
         super().__init__()
         rows_a, rows_b, row_kinds, psi_terms = c.rows_a, c.rows_b, c.row_kinds, c.psi_terms
         bilinear, linear_ratios = c.bilinear, c.linear_ratios
@@ -277,7 +277,8 @@ class LagrangianTerms(torch.nn.Module):
             self.num_den_terms)
         self.affine = AffineRows(objective=objective, objective_constant=objective_constant,
                                  rows_a=rows_a, rows_d=c.rows_d,
-                                 constraint_rows=list(constraint_rows))
+                                 constraint_rows=list(constraint_rows),
+                                 objective_in_costs=objective_in_costs)
         self.slack_rows = SlackRows(objective_slack=c.objective_slack, rows_b=rows_b,
                                     num_slacks=s)
         self.bilinear = BilinearRatios(entries=bilinear, num_leaves=k)

@@ -161,6 +161,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                                    else _parameter_device(model_optimizer))
         self.terms = problem.compile(self.preset.ratio_slacks).on(self.device)
         self.evaluator = problem.make_evaluator().to(self.device).train()
+        bound = problem.make_objective_bound()
+        self._objective_bound = bound.to(self.device) if bound is not None else None
         options = PlayerOptions(
             multipliers=multipliers if isinstance(multipliers, MultiplierPlayer) else None,
             multiplier_lr=multiplier_lr, radius=radius,
@@ -172,6 +174,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._guard = FiniteGuard(self.device, self.evaluator)
         self._bind([*self.preset.build_players(problem, self.terms, self.device, options),
                     *players])
+        oracles = [p.name for p in self.players if getattr(p, "oracle", None) is not None]
+        if oracles and bound is not None:
+            raise ValueError(f"the θ-player {oracles[0]!r} fits θ with an oracle of the leaf "
+                             "costs, which cannot see the objective's own surrogate: drop "
+                             "Problem(objective_surrogate=...) or the oracle")
         self._equality = torch.tensor(
             [1.0 if c.sense == "==" else 0.0 for c in problem.constraints.values()],
             device=self.device)
@@ -302,6 +309,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                 raise ValueError("the problem's loss must return a scalar tensor, got "
                                  f"{getattr(extra, 'shape', type(extra).__name__)}")
             loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
+        if self._objective_bound is not None:
+            loss = loss + self._objective_bound(batch, omega)
         if autocast:
             with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
                 rec = self._record(values, true, ratios, loss)
@@ -432,6 +441,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         loss = self.terms.surrogate(frozen.costs, values.upper, values.lower)
         if self.problem.loss is not None:
             loss = loss + frozen.omega * self.problem.loss(batch.scores, batch).float()
+        if self._objective_bound is not None:
+            loss = loss + self._objective_bound(batch, frozen.omega)
         return loss
 
     def _ratio_state(self, leaves: torch.Tensor

@@ -385,6 +385,12 @@ class Problem:
         surrogate: the θ-player's stand-in for the 0/1 indicator: a
             :class:`~fairgames.rates.Surrogate`, a kind (``"hinge"``, ``"logistic"``,
             ``"sigmoid"``, ``"ramp"``) or ``"auto"`` (default; :func:`default_surrogate`).
+        objective_surrogate: ``None`` (default: the objective's rates take ``surrogate`` like
+            every other rate) or a surrogate (kind) that θ sees for the objective alone,
+            while the constraints keep ``surrogate`` — e.g. ``"logistic"`` on ``error_rate()``
+            makes θ minimise the cross-entropy (in bits) while the multipliers, the reports
+            and the solution selection keep the 0/1 error. The objective must be affine in
+            the rates (no ratio, no ψ).
         ratio_floor: the smallest value assumed for a ratio's denominator when bounding its
             slack's box (paper 000's ``b̲``).
         evaluator_options: keyword arguments of :class:`~fairgames.rates.RateEvaluator`
@@ -402,7 +408,7 @@ class Problem:
     def __init__(self, objective: Expression | float | None = None,
                  constraints: Sequence[Constraint] | Mapping[str, Constraint] = (), *,
                  loss: LossFn | None = None, surrogate: Surrogate | str = AUTO_SURROGATE,
-                 ratio_floor: float = 0.01,
+                 objective_surrogate: Surrogate | str | None = None, ratio_floor: float = 0.01,
                  evaluator_options: Mapping[str, object] | None = None) -> None:
         if objective is None and loss is None:
             raise ValueError("a problem needs an objective expression, a loss, or both")
@@ -428,6 +434,7 @@ class Problem:
         if surrogate == AUTO_SURROGATE:
             surrogate = default_surrogate(self.objective, self.constraints.values())
         self.surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
+        self.objective_surrogate = _own_objective_surrogate(objective_surrogate, self.objective)
         self.leaves: list[Leaf] = leaves_of(items)
         if not self.leaves:
             raise ValueError("the problem has no rate: give a rate objective or a constraint "
@@ -449,6 +456,14 @@ class Problem:
         ev = RateEvaluator(self.leaves, self.surrogate, **self.evaluator_options)  # type: ignore[arg-type]
         assert [lf.key for lf in ev.leaves] == [lf.key for lf in self.leaves]
         return ev
+
+    def make_objective_bound(self) -> ObjectiveBound | None:
+        """θ's bound of the objective under :attr:`objective_surrogate` (``None`` when the
+        objective takes the problem's surrogate with the constraints)."""
+        if self.objective_surrogate is None:
+            return None
+        assert self.objective is not None
+        return ObjectiveBound(self.objective, self.objective_surrogate, self.evaluator_options)
 
     def true_values(self, leaf_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(objective, constraints [C])`` at leaf values ``[K]`` (e.g. a whole split's
@@ -516,7 +531,56 @@ class Problem:
         return LagrangianTerms(b, num_leaves=len(self.leaves),
                                objective=b.vector(objective.affine),
                                objective_constant=objective.affine.constant, truth=truth,
-                               constraint_rows=first_rows)
+                               constraint_rows=first_rows,
+                               objective_in_costs=self.objective_surrogate is None)
+
+
+class ObjectiveBound(torch.nn.Module):
+    """The θ-player's sign-correct bound ``ω·Σ_k (w_k⁺·upper_k + w_k⁻·lower_k)`` of an affine
+    objective ``⟨w, R⟩`` under its own surrogate (paper 000 eq. (4) with the objective's
+    costs alone), from one fused pass over the objective's leaves. It never updates running
+    estimates: its values are θ's, the game's records come from the main evaluator.
+
+    Example:
+        >>> import torch
+        >>> from fairgames.rates import Batch, error_rate
+        >>> bound = ObjectiveBound(error_rate(), Surrogate("logistic"), {})
+        >>> s = torch.tensor([2.0, -1.0])
+        >>> value = bound(Batch(scores=s, labels=torch.tensor([1.0, 1.0])), torch.tensor(1.0))
+        >>> ce = torch.nn.functional.softplus(-s).mean() / math.log(2.0)  # cross-entropy, bits
+        >>> bool(torch.isclose(value, ce))
+        True
+    """
+
+    def __init__(self, objective: Expression, surrogate: Surrogate,
+                 evaluator_options: Mapping[str, object]) -> None:
+        super().__init__()
+        self.evaluator = RateEvaluator([objective], surrogate, **evaluator_options)  # type: ignore[arg-type]
+        weights = [0.0] * len(self.evaluator.leaves)
+        for leaf, coefficient in objective.affine.terms:
+            weights[self.evaluator.index[leaf.key]] += coefficient
+        self.register_buffer("weights", torch.tensor(weights), persistent=False)
+
+    def forward(self, batch: Batch, omega: torch.Tensor) -> torch.Tensor:
+        costs = omega * self.weights
+        value, _ = self.evaluator.combination_bound(batch, lambda _true: costs, update=False)
+        return value
+
+
+def _own_objective_surrogate(surrogate: Surrogate | str | None, objective: Expression | None
+                             ) -> Surrogate | None:
+    """``Problem(objective_surrogate=...)`` checked: an affine objective that reads rates."""
+    if surrogate is None:
+        return None
+    surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
+    if objective is not None and objective.nodes:
+        raise ValueError(f"objective_surrogate needs an objective affine in the rates; "
+                         f"{objective} has ratio or ψ terms (they take the problem's "
+                         "surrogate): leave objective_surrogate unset")
+    if objective is None or not objective.affine.terms:
+        raise ValueError("objective_surrogate needs an objective over rates; this problem's "
+                         f"objective is {objective}")
+    return surrogate
 
 
 def _named_constraints(constraints: Sequence[Constraint] | Mapping[str, Constraint] | Iterable

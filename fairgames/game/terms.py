@@ -64,7 +64,8 @@ class AffineRows(Term):
 
     def __init__(self, *, objective: list[float], objective_constant: float,
                  rows_a: list[list[float]], rows_d: list[float],
-                 constraint_rows: Sequence[int] | None = None) -> None:
+                 constraint_rows: Sequence[int] | None = None,
+                 objective_in_costs: bool = True) -> None:
         super().__init__()
         k, m = len(objective), len(rows_a)
         a = _t(rows_a, (m, k))
@@ -73,6 +74,9 @@ class AffineRows(Term):
         # Shortcuts of the per-step ops (same values): a zero objective vector, and constraint
         # rows that are the rows themselves.
         self.objective_zero = not any(objective)
+        # False: θ bounds the objective under its own surrogate (Problem.objective_surrogate,
+        # ObjectiveBound), so the leaf costs carry the constraints' part alone.
+        self.costs_without_objective = self.objective_zero or not objective_in_costs
         self.rows_are_constraints = rows == list(range(m))
         self._buffers_from({
             "objective": _t(objective, (k,)), "a": a, "a_t": a.t().contiguous(),
@@ -81,7 +85,7 @@ class AffineRows(Term):
             "objective_constant_t": torch.tensor(float(objective_constant))})
 
     def add_costs(self, costs, omega, lam, slacks, ratios):
-        if self.objective_zero:
+        if self.costs_without_objective:
             return torch.mv(self.a_t, lam)
         return torch.addmv(omega * self.objective, self.a_t, lam)
 

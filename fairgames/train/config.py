@@ -165,7 +165,9 @@ class AlgorithmConfig:
     The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
     indicator; ``auto``: the sigmoid for KLD or ratios on both sides, else the hinge,
-    :func:`fairgames.game.default_surrogate`), its ``temperature`` (the scale of the
+    :func:`fairgames.game.default_surrogate`), ``objective_surrogate`` (null: the same; a
+    kind: θ's stand-in for an affine objective's rates alone, ``Problem(objective_surrogate=)``
+    — ``logistic`` on the error is the cross-entropy), its ``temperature`` (the scale of the
     margin it reads; null: :func:`fairgames.game.default_temperature`, 1 on classifier
     scores, 0.05 on threshold rates of predictions in [0, 1]) and ``ratio_floor``. Every other
     ``algorithm.<key>`` is declared by a player class (``config_keys``,
@@ -188,6 +190,7 @@ class AlgorithmConfig:
     name: str = "proxy_lagrangian"
     multipliers: str | None = None
     surrogate: str = "auto"
+    objective_surrogate: str | None = None
     temperature: float | None = None
     ratio_floor: float = 0.01
     settings: dict[str, Any] = field(default_factory=dict)
@@ -203,7 +206,8 @@ class AlgorithmConfig:
         """The flat ``algorithm`` group, in the schema's order (the preset, its players' keys,
         the problem's)."""
         return {"name": self.name, "multipliers": self.multipliers, **self.settings,
-                "surrogate": self.surrogate, "temperature": self.temperature,
+                "surrogate": self.surrogate, "objective_surrogate": self.objective_surrogate,
+                "temperature": self.temperature,
                 "ratio_floor": self.ratio_floor}
 
 
@@ -231,8 +235,8 @@ def algorithm_schema() -> type:
     Example:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
-         'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'temperature',
-         'ratio_floor']
+         'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'objective_surrogate',
+         'temperature', 'ratio_floor']
     """
     declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
     signature = tuple((k.name, k.type, k.default) for k in declared)
@@ -243,7 +247,7 @@ def algorithm_schema() -> type:
         front = [(n, shared[n].type, field(default=shared[n].default))
                  for n in ("name", "multipliers")]
         back = [(n, shared[n].type, field(default=shared[n].default))
-                for n in ("surrogate", "temperature", "ratio_floor")]
+                for n in ("surrogate", "objective_surrogate", "temperature", "ratio_floor")]
         schema = make_dataclass("AlgorithmConfig", [*front, *own, *back])
         schema.__module__ = __name__
         schema.__doc__ = "The ``algorithm`` group's schema (see :func:`algorithm_schema`)."
@@ -472,6 +476,8 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     elif a.multipliers is not None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
     check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
+    if a.get("objective_surrogate") is not None:
+        check.choice("algorithm.objective_surrogate", a.objective_surrogate, KINDS)
     check.positive("algorithm.temperature", a.get("temperature"), allow_none=True)
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
@@ -513,7 +519,8 @@ def _check_reduction_settings(c: DictConfig, check: Checks) -> None:
                       f"algorithm={REDUCTION}")
     if a.name != REDUCTION:
         return
-    for name, default in (("surrogate", "auto"), ("temperature", None)):
+    for name, default in (("surrogate", "auto"), ("objective_surrogate", None),
+                          ("temperature", None)):
         if a.get(name) != default:
             check.bad(f"algorithm.{name}", a.get(name), "algorithm=reduction's best responses "
                       "fit the exact Lagrangian (no surrogate): leave it at "

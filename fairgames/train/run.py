@@ -724,8 +724,10 @@ def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem
         built = spec.build(protected, train.group_names, values,
                            train.group_counts(protected), label_kind=train.label_kind)
         objective, constraints = built.objective, built.constraints
-        problem = Problem(objective, constraints,
-                          surrogate=_surrogate(algorithm, objective, constraints),
+        surrogate = _surrogate(algorithm, objective, constraints)
+        problem = Problem(objective, constraints, surrogate=surrogate,
+                          objective_surrogate=_objective_surrogate(algorithm, objective,
+                                                                   surrogate.scale),
                           ratio_floor=algorithm.ratio_floor)
         statements = {"name": spec.name, "description": spec.description,
                       "objective": spec.objective, "constraints": dict(spec.statements()),
@@ -749,6 +751,20 @@ def _surrogate(algorithm: AlgorithmConfig, objective: Any, constraints: list[Any
             else algorithm.surrogate)
     scale = (default_temperature(objective, constraints) if algorithm.temperature is None
              else float(algorithm.temperature))
+    return Surrogate(kind, scale)
+
+
+def _objective_surrogate(algorithm: AlgorithmConfig, objective: Any, scale: float
+                         ) -> Surrogate | None:
+    """``algorithm.objective_surrogate`` at the surrogate's ``scale`` (null: none of its own);
+    an objective that is not affine in the rates is a config error."""
+    kind = algorithm.objective_surrogate
+    if kind is None:
+        return None
+    if objective.nodes or not objective.affine.terms:
+        raise ConfigError(f"algorithm.objective_surrogate={kind}: the problem's objective "
+                          f"{objective} is not affine in the rates (ratios and ψ take "
+                          "algorithm.surrogate): leave it null")
     return Surrogate(kind, scale)
 
 
@@ -973,6 +989,8 @@ def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game:
         "steps": engine.step,
         "preset": copt.preset.name,
         "surrogate": problem.surrogate.kind,
+        "objective_surrogate": (problem.objective_surrogate.kind
+                                if problem.objective_surrogate is not None else None),
         "temperature": problem.surrogate.scale,
         "multipliers": dict(zip(unique_names(copt.terms.row_names),
                                 copt.weights()[1].tolist(), strict=True)),

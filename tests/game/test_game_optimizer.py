@@ -187,6 +187,8 @@ def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
     elif case == "nemsis_ftl":
         problem = Problem(1.0 - gmean())
         options["preset"] = "nemsis"
+    elif case == "objective_surrogate":
+        problem = Problem(error_rate(), tpr_parity(0.05), objective_surrogate="logistic")
     model = torch.nn.Linear(5, 1).to(device)
     # A fused optimizer takes the scaler's found_inf on the device (no .item() in scaler.step).
     opt = torch.optim.SGD(model.parameters(), lr=0.1, fused=case == "amp")
@@ -225,8 +227,8 @@ def _no_sync_steps(synthetic, helpers, case: str, device: torch.device) -> None:
 
 SYNC_CASES = ["proxy_lagrangian", "lagrangian", "exponentiated_gradient", "algorithm3",
               "fmeasure_linearized", "gmean_algorithm2", "kld_algorithm2", "nemsis_ftl", "amp",
-              "proxy_lagrangian+heldout", "algorithm3+heldout", "kld_algorithm2+heldout",
-              "amp+heldout"]
+              "objective_surrogate", "proxy_lagrangian+heldout", "algorithm3+heldout",
+              "kld_algorithm2+heldout", "amp+heldout"]
 
 
 @pytest.mark.parametrize("case", SYNC_CASES)
