@@ -164,7 +164,11 @@ class SoftAssignmentPlayer(Player):
 
     def play(self, round: Round) -> None:
         counts, self._counts = self._counts, torch.zeros_like(self._counts)
-        costs = self.terms.leaf_costs(round.omega, round.lam, round.empty)
+        # At λ = 0 every W maximises λᵀg, and W = b (where it starts) can meet constraints
+        # the true groups break, so λ would never leave 0: W then ascends Σ_r g_r instead.
+        lam = round.lam
+        lam = torch.where(lam.abs().sum() > 0, lam, torch.ones_like(lam))
+        costs = self.terms.leaf_costs(round.omega, lam, round.empty)
         v = cell_fractions(counts)
         w, moment, square, t = self.w, self.moment, self.square, self.t
         for _ in range(self.steps):
