@@ -119,7 +119,8 @@ def cell_fractions(counts: torch.Tensor) -> torch.Tensor:
 
 
 def project_affine(w: torch.Tensor, v: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Projection of ``w [m̂, 4, m]`` onto ``{Σ_c v[k,c]·W[k,c,j] = b[j,k], Σ_j W[k,c,j] = 1}``.
+    """Projection of ``w [..., m̂, 4, m]`` onto ``{Σ_c v[k,c]·W[k,c,j] = b[j,k],
+    Σ_j W[k,c,j] = 1}`` (leading dimensions are a batch of tables).
 
     Why a closed form: per noisy group ``k`` (write ``Y = w[k]``, ``v = v[k]``, ``β = b[:, k]``)
     the constraints' normals are ``v·e_jᵀ`` and ``e_c·1ᵀ``, so the projection is
@@ -129,32 +130,60 @@ def project_affine(w: torch.Tensor, v: torch.Tensor, b: torch.Tensor) -> torch.T
     gives the least-norm multipliers: ``α = (Yᵀv − β − (vᵀβ')·1)/‖v‖²``. With ``v = 0`` (a
     noisy group absent from the statistics) the group rows vanish: ``α = 0``.
     """
-    m = w.shape[2]
-    beta = (w.sum(2) - 1.0) / m                                   # [m̂, 4]
+    m = w.shape[-1]
+    beta = (w.sum(-1) - 1.0) / m                                  # [..., m̂, 4]
     vv = (v * v).sum(1)                                           # [m̂]
-    vb = (v * beta).sum(1)                                        # [m̂]
-    yv = torch.einsum("kcj,kc->kj", w, v)                         # [m̂, m]
+    vb = (v * beta).sum(-1)                                       # [..., m̂]
+    yv = (w * v[:, :, None]).sum(-2)                              # [..., m̂, m]
     present = vv > 0
-    alpha = (yv - b.t() - vb[:, None]) / torch.where(present, vv, torch.ones_like(vv))[:, None]
+    alpha = (yv - b.t() - vb[..., None]) / torch.where(present, vv, torch.ones_like(vv))[:, None]
     alpha = torch.where(present[:, None], alpha, torch.zeros_like(alpha))
-    return w - v[:, :, None] * alpha[:, None, :] - beta[:, :, None]
+    return w - v[:, :, None] * alpha[..., None, :] - beta[..., None]
+
+
+def affine_projector(v: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`project_affine` as the affine map ``vec(W) ↦ M·vec(W) + o`` (``M [n, n]``,
+    ``o [n]``, ``n = m̂·4·m``), built once per statistics ``v`` so that each Dykstra round is
+    one mat-vec.
+
+    Example:
+        >>> v, b = torch.tensor([[0.5, 0.5, 0.0, 0.0]]), torch.tensor([[0.3], [0.7]])
+        >>> mat, off = affine_projector(v, b)
+        >>> w = torch.rand(1, 4, 2)
+        >>> torch.allclose(mat @ w.reshape(-1) + off, project_affine(w, v, b).reshape(-1))
+        True
+    """
+    shape = (v.shape[0], CELLS, b.shape[0])
+    n = shape[0] * shape[1] * shape[2]
+    off = project_affine(torch.zeros(shape, dtype=v.dtype, device=v.device), v, b)
+    basis = torch.eye(n, dtype=v.dtype, device=v.device).view(n, *shape)
+    mat = (project_affine(basis, v, b) - off).reshape(n, n).t()
+    return mat, off.reshape(-1)
 
 
 def project_soft_assignments(w: torch.Tensor, v: torch.Tensor, b: torch.Tensor, *,
                              iterations: int = 20) -> torch.Tensor:
     """Dykstra's projection of ``w`` onto 𝒲 (``v [m̂, 4]`` the cell fractions, ``b [m, m̂]``
-    the noise model), ``iterations`` rounds of (affine, clamp); the result is non-negative
-    and meets the equalities up to the remaining Dykstra error. The affine set needs no
-    correction term (its corrections lie in its normal space), the orthant keeps one."""
+    the noise model): :func:`dykstra` with the :func:`affine_projector` of ``(v, b)``."""
+    return dykstra(w, affine_projector(v.to(w.dtype), b.to(w.dtype)), iterations)
+
+
+def dykstra(w: torch.Tensor, projector: tuple[torch.Tensor, torch.Tensor],
+            iterations: int) -> torch.Tensor:
+    """``iterations`` rounds of Dykstra's algorithm (the affine map ``projector``, then the
+    clamp at 0): non-negative, and on the affine set up to the remaining Dykstra error. The
+    affine set needs no correction term (its corrections lie in its normal space); the
+    orthant keeps one."""
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
-    x = w
-    q = torch.zeros_like(w)
+    mat, off = projector
+    x = w.reshape(-1)
+    q = torch.zeros_like(x)
     for _ in range(int(iterations)):
-        y = project_affine(x, v, b)
+        y = torch.addmv(off, mat, x)
         x = (y + q).clamp_min(0.0)
         q = y + q - x
-    return x
+    return x.view(w.shape)
 
 
 def memberships(w: torch.Tensor) -> torch.Tensor:

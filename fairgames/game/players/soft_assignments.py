@@ -47,13 +47,14 @@ import torch
 from fairgames.rates import Batch
 
 from ..soft_groups import (
+    affine_projector,
     cell_codes,
     cell_counts,
     cell_fractions,
     check_noise_model,
+    dykstra,
     initial_assignments,
     memberships,
-    project_soft_assignments,
 )
 from ..soft_rates import CellRates
 from .base import GameContext, Player, lr_group, step_size
@@ -169,7 +170,7 @@ class SoftAssignmentPlayer(Player):
         lam = round.lam
         lam = torch.where(lam.abs().sum() > 0, lam, torch.ones_like(lam))
         costs = self.terms.leaf_costs(round.omega, lam, round.empty)
-        v = cell_fractions(counts)
+        projector = affine_projector(cell_fractions(counts), self.b)
         w, moment, square, t = self.w, self.moment, self.square, self.t
         for _ in range(self.steps):
             grad = self.cells.gradient(costs, counts, memberships(w))
@@ -182,8 +183,7 @@ class SoftAssignmentPlayer(Player):
                     (square / (1 - torch.pow(0.999, t))).sqrt() + 1e-8)
             else:
                 ascent = grad
-            w = project_soft_assignments(w + self.lr * ascent, v, self.b,
-                                         iterations=self.projection_iterations)
+            w = dykstra(w + self.lr * ascent, projector, self.projection_iterations)
         for mine, new in ((self.w, w), (self.moment, moment), (self.square, square),
                           (self.t, t)):
             if round.ok is None:
