@@ -173,7 +173,14 @@ def dykstra(w: torch.Tensor, projector: tuple[torch.Tensor, torch.Tensor],
     """``iterations`` rounds of Dykstra's algorithm (the affine map ``projector``, then the
     clamp at 0): non-negative, and on the affine set up to the remaining Dykstra error. The
     affine set needs no correction term (its corrections lie in its normal space); the
-    orthant keeps one."""
+    orthant keeps one.
+
+    Example:
+        >>> v, b = torch.tensor([[0.5, 0.5, 0.0, 0.0]]), torch.tensor([[0.3], [0.7]])
+        >>> w = dykstra(torch.zeros(1, 4, 2), affine_projector(v, b), 100)
+        >>> round(float(0.5 * w[0, 0, 0] + 0.5 * w[0, 1, 0]), 4), bool((w >= 0).all())
+        (0.3, True)
+    """
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     mat, off = projector
@@ -188,6 +195,12 @@ def dykstra(w: torch.Tensor, projector: tuple[torch.Tensor, torch.Tensor],
 
 def memberships(w: torch.Tensor) -> torch.Tensor:
     """``W`` as memberships a :class:`~fairgames.rates.Batch` accepts: in ``[0, 1]`` with rows
-    summing to at most 1 (a few Dykstra rounds leave sums a little off 1)."""
+    summing to at most 1 (a few Dykstra rounds leave sums a little off 1).
+
+    Example:
+        >>> w = memberships(torch.tensor([[0.7, 0.5], [-0.1, 0.4]]))
+        >>> [[round(x, 4) for x in row] for row in w.tolist()]
+        [[0.5833, 0.4167], [0.0, 0.4]]
+    """
     w = w.clamp(0.0, 1.0)
     return w / w.sum(-1, keepdim=True).clamp_min(1.0)

@@ -139,6 +139,14 @@ class SoftAssignmentPlayer(Player):
         """The memberships played now, ``[m̂, 4, m]`` (for logging)."""
         return memberships(self.w)
 
+    def robust_rows(self, counts: torch.Tensor) -> torch.Tensor:
+        """The constraint rows ``[M]`` at the ``W`` played now, on cell counts ``[m̂, 4]``
+        (e.g. a whole split's, :func:`~fairgames.game.soft_groups.cell_counts`): the robust
+        constraints as the authors' code reports them — at most the exact maximum of
+        :func:`~fairgames.game.soft_worst_case` when ``W`` is in that split's 𝒲."""
+        leaves, _ = self.cells.leaves(counts.to(self.w), self.assignments())
+        return self.terms.affine_rows(leaves)
+
     def transform(self, batch: Batch) -> Batch:
         noisy = batch.groups.get(self.noisy_attribute)
         if noisy is None:
