@@ -7,8 +7,9 @@ without gradient (:mod:`fairgames.game.soft_groups`). ``W`` is an adversary insi
 feasible set 𝒲(θ) of Eq. (5): it ascends the Lagrangian ``Σ_k c_k(ω, λ)·R_k(W)`` — the 0/1
 rates as functions of ``W`` (:mod:`fairgames.game.soft_rates`), the exact objective of
 Algorithm 4's ``argmax_{w ∈ 𝒲(θ)} Σ_j λ_j g_j(θ, w)`` — by ``steps`` (default 5) Adam steps
-per game step, each followed by a fixed-iteration Dykstra projection onto 𝒲(θ) built from the
-batch's cell statistics. One ``W`` serves every constraint (Lemma 7; the authors' code).
+per game step on the gradient's component along 𝒲(θ)'s equalities, each followed by a
+fixed-iteration Dykstra projection onto 𝒲(θ) built from the batch's cell statistics. One
+``W`` serves every constraint (Lemma 7; the authors' code).
 
 How the player sees the model: its :meth:`~SoftAssignmentPlayer.transform` reads the batch's
 scores (detached) and noisy codes, records the cell counts and hands the fused pass the batch
@@ -182,6 +183,10 @@ class SoftAssignmentPlayer(Player):
         w, moment, square, t = self.w, self.moment, self.square, self.t
         for _ in range(self.steps):
             grad = self.cells.gradient(costs, counts, memberships(w))
+            # the gradient's part along 𝒲's equalities (a feasible direction): Adam's
+            # per-coordinate scaling would otherwise turn, e.g., "lower TPR_j for all j" into
+            # a step along the simplex rows' normal that the projection then undoes
+            grad = (projector[0] @ grad.reshape(-1)).view(grad.shape)
             if self.optimizer == "adam":
                 # Adam (β = 0.9, 0.999; ε = 1e-8) ascending, its step count on the device
                 t = t + 1
