@@ -1,0 +1,226 @@
+"""The soft-assignment player of paper 004 (Sec. 4, practical Algorithm 4; after Kallus et al.).
+
+Training data carry noisy group codes ``Ĝ``; the problem's constraints read the TRUE groups
+``G``, which the player supplies as soft memberships: example ``i`` belongs to true group ``j``
+with weight ``W[ĝ_i, c_i, j]``, ``c_i = 2·ŷ_i + y_i``, ``ŷ = 1[s > 0]`` from the current model
+without gradient (:mod:`fairgames.game.soft_groups`). ``W`` is an adversary inside the
+feasible set 𝒲(θ) of Eq. (5): it ascends the Lagrangian ``Σ_k c_k(ω, λ)·R_k(W)`` — the 0/1
+rates as functions of ``W`` (:mod:`fairgames.game.soft_rates`), the exact objective of
+Algorithm 4's ``argmax_{w ∈ 𝒲(θ)} Σ_j λ_j g_j(θ, w)`` — by ``steps`` (default 5) Adam steps
+per game step on the gradient's component along 𝒲(θ)'s equalities, each followed by a
+fixed-iteration Dykstra projection onto 𝒲(θ) built from the batch's cell statistics. One
+``W`` serves every constraint (Lemma 7; the authors' code).
+
+How the player sees the model: its :meth:`~SoftAssignmentPlayer.transform` reads the batch's
+scores (detached) and noisy codes, records the cell counts and hands the fused pass the batch
+with ``attribute`` replaced by the soft memberships. Its ``play`` (order 5: after θ, before the
+multipliers) then takes its ``W`` steps on those counts with this step's ``(ω, λ)``, so the
+``W`` θ descends on at step ``t`` was maximised at step ``t − 1``'s batch and multipliers —
+Algorithm 4's "W × 5 → θ → λ" with the ``W`` update one step behind (the batch is evaluated
+before ``step`` in a torch loop). A step θ skipped (``round.ok``) leaves no trace.
+
+Example:
+    >>> import torch
+    >>> from fairgames.rates import error_rate, group, true_positive_rate
+    >>> from fairgames.game import ConstrainedOptimizer, Problem
+    >>> tpr = lambda v: true_positive_rate(group("g", v))
+    >>> problem = Problem(error_rate(), [(tpr(v) >= true_positive_rate() - 0.05).named(v)
+    ...                                  for v in ("0", "1")])
+    >>> player = SoftAssignmentPlayer("g", torch.tensor([[0.8, 0.3], [0.2, 0.7]]))
+    >>> model = torch.nn.Linear(3, 1)
+    >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+    ...                             preset="lagrangian", players=[player])
+    >>> x, y = torch.randn(64, 3), (torch.rand(64) < 0.5).float()
+    >>> g = torch.randint(0, 2, (64,))                      # the noisy codes
+    >>> _ = copt.step_batch(model, x, labels=y, groups={"g": g}, group_values={"g": ["0", "1"]})
+    >>> player.assignments().shape                          # [noisy, cells, true]
+    torch.Size([2, 4, 2])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from fairgames.rates import Batch
+
+from ..soft_groups import (
+    affine_projector,
+    cell_codes,
+    cell_counts,
+    cell_fractions,
+    check_noise_model,
+    dykstra,
+    initial_assignments,
+    memberships,
+)
+from ..soft_rates import CellRates
+from .base import GameContext, Player, lr_group, step_size
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from ..round import Round
+
+SOFT_OPTIMIZERS = ("adam", "sgd")
+
+
+class SoftAssignmentPlayer(Player):
+    """Plays the soft group assignments ``W ∈ 𝒲(θ)`` (see the module docstring).
+
+    Args:
+        noisy_attribute: the batch's hard attribute of noisy codes ``Ĝ`` (``m̂`` values).
+        p_true_given_noisy: ``[m, m̂]``, ``P(G = j | Ĝ = k)`` (columns sum to 1), e.g.
+            ``estimate_group_noise(true, noisy).p_true_given_noisy`` on auxiliary rows.
+        attribute: the soft attribute the constraints read (default: ``noisy_attribute``,
+            whose codes the memberships then replace in the batch the fused pass sees).
+        true_values: names of the true groups (default ``"0"``, ``"1"``, ...).
+        noisy_values: names of the noisy groups, needed only when the problem reads
+            ``noisy_attribute`` beside another ``attribute``.
+        lr: ``W``'s step size (the paper's η_w; 0.01 in its runs).
+        steps: ascent steps per game step (5 in the authors' code).
+        projection_iterations: Dykstra rounds per projection (20 in the authors' code).
+        optimizer: ``"adam"`` (the authors' code) or ``"sgd"`` (plain projected ascent).
+        order: place among the players after θ (default 5: before the slacks and λ).
+    """
+
+    name = "soft_assignments"
+    strategy = "soft_assignments"
+
+    def __init__(self, noisy_attribute: str, p_true_given_noisy: torch.Tensor, *,
+                 attribute: str | None = None, true_values: Sequence[str] | None = None,
+                 noisy_values: Sequence[str] | None = None, lr: float = 0.01,
+                 steps: int = 5, projection_iterations: int = 20, optimizer: str = "adam",
+                 order: int = 5) -> None:
+        b = check_noise_model(p_true_given_noisy)
+        self.n_true, self.n_noisy = int(b.shape[0]), int(b.shape[1])
+        self.true_values = ([str(v) for v in true_values] if true_values is not None
+                            else [str(j) for j in range(self.n_true)])
+        if len(self.true_values) != self.n_true:
+            raise ValueError(f"true_values names {len(self.true_values)} groups, "
+                             f"p_true_given_noisy has {self.n_true} rows (true groups)")
+        if noisy_values is not None and len(noisy_values) != self.n_noisy:
+            raise ValueError(f"noisy_values names {len(noisy_values)} groups, "
+                             f"p_true_given_noisy has {self.n_noisy} columns (noisy groups)")
+        if optimizer not in SOFT_OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {SOFT_OPTIMIZERS}, got {optimizer!r}")
+        for key, value in (("steps", steps), ("projection_iterations", projection_iterations),
+                           ("order", order)):
+            if int(value) != value or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        step_size(lr, None, "the soft assignments' lr")          # checks lr > 0
+        self.noisy_attribute = noisy_attribute
+        self.attribute = attribute if attribute is not None else noisy_attribute
+        self.noisy_values = list(noisy_values) if noisy_values is not None else None
+        self.lr_value, self.steps, self.optimizer = float(lr), int(steps), optimizer
+        self.projection_iterations, self.order = int(projection_iterations), int(order)
+        self._b64 = b
+
+    def bind(self, game: GameContext) -> None:
+        if not game.terms.affine_only:
+            raise ValueError("the soft-assignment player plays problems whose constraints are "
+                             "linear in the rates (equal opportunity, equalized odds, "
+                             "demographic parity); this problem has ψ or ratio terms")
+        dev = game.device
+        noisy = ((self.noisy_attribute, self.noisy_values)
+                 if self.noisy_values is not None else None)
+        self.cells = CellRates(game.problem, self.attribute, self.true_values, self.n_noisy,
+                               noisy=noisy, device=dev)
+        self.terms = game.terms
+        self.b = self._b64.to(dev, torch.float32)
+        self.lr = step_size(self.lr_value, dev, "the soft assignments' lr")
+        self.w = initial_assignments(self.b)
+        self.moment = torch.zeros_like(self.w)          # Adam's first and second moments
+        self.square = torch.zeros_like(self.w)
+        self.t = torch.zeros((), device=dev)             # Adam's step count
+        self._counts = torch.zeros(self.n_noisy, 4, device=dev)
+
+    def assignments(self) -> torch.Tensor:
+        """The memberships played now, ``[m̂, 4, m]`` (for logging)."""
+        return memberships(self.w)
+
+    def robust_rows(self, counts: torch.Tensor) -> torch.Tensor:
+        """The constraint rows ``[M]`` at the ``W`` played now, on cell counts ``[m̂, 4]``
+        (e.g. a whole split's, :func:`~fairgames.game.soft_groups.cell_counts`): the robust
+        constraints as the authors' code reports them — at most the exact maximum of
+        :func:`~fairgames.game.soft_worst_case` when ``W`` is in that split's 𝒲."""
+        leaves, _ = self.cells.leaves(counts.to(self.w), self.assignments())
+        return self.terms.affine_rows(leaves)
+
+    def transform(self, batch: Batch) -> Batch:
+        noisy = batch.groups.get(self.noisy_attribute)
+        if noisy is None:
+            raise ValueError(f"the soft-assignment player reads the noisy group codes "
+                             f"{self.noisy_attribute!r}; the batch has groups "
+                             f"{sorted(batch.groups)}")
+        if noisy.is_floating_point():
+            raise ValueError(f"the noisy groups {self.noisy_attribute!r} must be hard integer "
+                             "codes (soft memberships are what the player produces)")
+        if len(batch.group_values[self.noisy_attribute]) != self.n_noisy:
+            raise ValueError(f"the batch's {self.noisy_attribute!r} has "
+                             f"{len(batch.group_values[self.noisy_attribute])} values, the noise "
+                             f"model {self.n_noisy} noisy groups")
+        if batch.scores is None or batch.scores.dim() != 1:
+            raise ValueError("the soft-assignment player needs the scores [B] of one model "
+                             "(not probabilities or a mixture)")
+        codes = cell_codes(noisy, batch.scores, batch.labels)
+        weights = batch.weights.detach() if batch.weights is not None else None
+        self._counts += cell_counts(codes, self.n_noisy, weights)
+        member = memberships(self.w).reshape(-1, self.n_true).index_select(0, codes)
+        groups = {**batch.groups, self.attribute: member}
+        values = {**batch.group_values, self.attribute: self.true_values}
+        return dataclasses.replace(batch, groups=groups, group_values=values)
+
+    def play(self, round: Round) -> None:
+        counts, self._counts = self._counts, torch.zeros_like(self._counts)
+        # At λ = 0 every W maximises λᵀg, and W = b (where it starts) can meet constraints
+        # the true groups break, so λ would never leave 0: W then ascends Σ_r g_r instead.
+        lam = round.lam
+        lam = torch.where(lam.abs().sum() > 0, lam, torch.ones_like(lam))
+        costs = self.terms.leaf_costs(round.omega, lam, round.empty)
+        projector = affine_projector(cell_fractions(counts), self.b)
+        w, moment, square, t = self.w, self.moment, self.square, self.t
+        for _ in range(self.steps):
+            grad = self.cells.gradient(costs, counts, memberships(w))
+            # the gradient's part along 𝒲's equalities (a feasible direction): Adam's
+            # per-coordinate scaling would otherwise turn, e.g., "lower TPR_j for all j" into
+            # a step along the simplex rows' normal that the projection then undoes
+            grad = (projector[0] @ grad.reshape(-1)).view(grad.shape)
+            if self.optimizer == "adam":
+                # Adam (β = 0.9, 0.999; ε = 1e-8) ascending, its step count on the device
+                t = t + 1
+                moment = 0.9 * moment + 0.1 * grad
+                square = 0.999 * square + 0.001 * grad * grad
+                ascent = (moment / (1 - torch.pow(0.9, t))) / (
+                    (square / (1 - torch.pow(0.999, t))).sqrt() + 1e-8)
+            else:
+                ascent = grad
+            w = dykstra(w + self.lr * ascent, projector, self.projection_iterations)
+        for mine, new in ((self.w, w), (self.moment, moment), (self.square, square),
+                          (self.t, t)):
+            if round.ok is None:
+                mine.copy_(new)
+            else:
+                torch.where(round.ok, new, mine, out=mine)
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [lr_group(self, self.lr)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"w": self.w.clone(), "moment": self.moment.clone(),
+                "square": self.square.clone(), "t": self.t.clone(), "lr": self.lr.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if tuple(state["w"].shape) != tuple(self.w.shape):
+            raise ValueError(f"the checkpoint's soft assignments have shape "
+                             f"{tuple(state['w'].shape)}, this game's {tuple(self.w.shape)} "
+                             "(noisy groups, cells, true groups)")
+        for key in ("w", "moment", "square", "t", "lr"):
+            getattr(self, key).copy_(state[key])
+        self._counts.zero_()
+
+    def __repr__(self) -> str:
+        return (f"SoftAssignmentPlayer({self.noisy_attribute!r}, noisy={self.n_noisy}, "
+                f"true={self.n_true}, lr={self.lr_value}, steps={self.steps}, "
+                f"optimizer={self.optimizer!r})")
