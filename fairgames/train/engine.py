@@ -589,6 +589,8 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
     weights = None
     if index is None:
         labels, groups, base = ds.labels, ds.groups, baseline_scores
+        # row ids of the split for per-example adversaries (made once: full-batch fields are)
+        index = torch.arange(len(ds), device=ds.labels.device)
     else:
         labels = ds.labels[index]
         groups = {a: g[index] for a, g in ds.groups.items()}
@@ -596,7 +598,8 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
         if sampler is not None and sampler.balanced_by is not None:
             weights = sampler.importance_weights(index)
     return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
-            "group_values": ds.group_names, "baseline_scores": base, "weights": weights}
+            "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
+            "example_ids": index}
 
 
 def unique_names(names: list[str]) -> list[str]:
