@@ -32,6 +32,7 @@ from fairgames.data import (
     TabularDataset,
     load,
     make_synthetic,
+    noisy_splits,
 )
 from fairgames.data.splits import random_split
 from fairgames.game.solutions import StochasticModel
@@ -91,6 +92,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     cfg.setdefault("seed", seed)
     fn = make_synthetic if name == "synthetic" else load
     params = inspect.signature(fn).parameters
+    # the generator draws no noisy groups itself: they are flipped on its whole draw below
+    noise = ({k: cfg.pop(k) for k in ("noise", "noise_seed") if k in cfg}
+             if name == "synthetic" else {})
     reserved = {"name", "protected"} if name != "synthetic" else set()
     accepted = sorted(set(params) - reserved)
     unknown = sorted(k for k in cfg if k not in params or k in reserved)
@@ -100,6 +104,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     try:
         splits = (make_synthetic(**cfg) if name == "synthetic"
                   else load(name, protected=protected, **cfg))
+        if noise.get("noise") is not None:
+            splits = noisy_splits(splits, protected or SYNTHETIC_PROTECTED, noise["noise"],
+                                  int(noise.get("noise_seed") or 0))
     except DataError as e:
         # the synthetic generator reads no file: all its errors are the config's
         if name == "synthetic" or isinstance(e, DataArgumentError):
