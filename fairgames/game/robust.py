@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -97,22 +98,27 @@ def _tiny_tie(w: torch.Tensor) -> torch.Tensor:
 
 
 def rate_vectors(leaf: Leaf, attribute: str, scores: torch.Tensor, labels: torch.Tensor,
-                 groups: Mapping[str, torch.Tensor], names: Mapping[str, Sequence[str]]
+                 groups: Mapping[str, torch.Tensor], names: Mapping[str, Sequence[str]],
+                 mixture_weights: torch.Tensor | None = None
                  ) -> tuple[int | None, torch.Tensor, torch.Tensor]:
     """``(code of the noisy value the leaf reads or None, u, w)`` per row: the leaf's rate is
-    ``Σ m u / Σ m w`` over the rows' memberships ``m`` of that value."""
+    ``Σ m u / Σ m w`` over the rows' memberships ``m`` of that value. ``scores`` ``[N]``, or
+    ``[R, N]`` with ``mixture_weights`` ``[R]`` (a stochastic model: ``ŷ`` is then the
+    probability of a positive prediction, in which every rate is linear)."""
     event = leaf.event
     if event is None or event.uses_baseline:
         raise ValueError(f"robust evaluation supports rates of the model's predictions, not "
                          f"{leaf}")
     ind = event.indicator
     s = scores.double()
-    yhat = (s > ind.threshold) if ind.strict else (s >= ind.threshold)
+    yhat = ((s > ind.threshold) if ind.strict else (s >= ind.threshold)).double()
+    if mixture_weights is not None:
+        yhat = mixture_weights.double() @ yhat
     y = labels.long()
     a = torch.tensor([event.a[0][0], event.a[1][0]], dtype=torch.float64)[y]
     b = torch.tensor([event.b[0][0], event.b[1][0]], dtype=torch.float64)[y]
-    e = a + b * yhat.double()
-    w = torch.ones_like(s)
+    e = a + b * yhat
+    w = torch.ones_like(yhat)
     code = None
     for lit in _literals(leaf.where):
         if isinstance(lit, LabelIs):
@@ -146,11 +152,12 @@ def _code(lit: GroupIs, names: Sequence[str]) -> int:
 
 def robust_values(constraints: Mapping[str, Constraint], attribute: str, gamma: Sequence[float],
                   scores: torch.Tensor, labels: torch.Tensor,
-                  groups: Mapping[str, torch.Tensor], names: Mapping[str, Sequence[str]]
-                  ) -> dict[str, float | None]:
+                  groups: Mapping[str, torch.Tensor], names: Mapping[str, Sequence[str]],
+                  mixture_weights: torch.Tensor | None = None) -> dict[str, float | None]:
     """The exact TV-ball maximum of each ``<=`` constraint's ``g`` on a split (``None`` for a
     constraint this evaluation does not cover: non-affine, or two rates of one noisy group on
-    different subsets). ``gamma[j]`` is the TV radius of noisy group ``j``.
+    different subsets). ``gamma[j]`` is the TV radius of noisy group ``j``; ``scores`` and
+    ``mixture_weights`` as in :func:`rate_vectors`.
 
     Example:
         >>> from fairgames.rates import group, true_positive_rate
@@ -168,23 +175,38 @@ def robust_values(constraints: Mapping[str, Constraint], attribute: str, gamma: 
         if con.sense != "<=" or not expr.is_affine:
             out[name] = None
             continue
-        total = expr.affine.constant
-        by_group: dict[int, list[tuple[float, torch.Tensor, torch.Tensor]]] = {}
-        for leaf, coef in expr.affine.terms:
-            code, u, w = rate_vectors(leaf, attribute, scores, labels, groups, names)
-            if code is None:
-                total += coef * float(u.sum() / w.sum())
-            else:
-                by_group.setdefault(code, []).append((coef, u, w))
-        value: float | None = total
-        for code, terms in by_group.items():
-            w = terms[0][2]
-            if any(not torch.equal(t[2], w) for t in terms):
-                value = None
-                break
-            u = sum(coef * uu for coef, uu, _ in terms)
-            center = (codes == code).double()
-            center = center / center.sum()
-            value += float(tv_extreme_ratio(u, w, center, float(gamma[code])))
-        out[name] = value
+        try:
+            out[name] = _worst(expr.affine, attribute, gamma, scores, labels, groups, names,
+                               mixture_weights, codes)
+        except ValueError:     # a rate it does not cover (baseline events, empty subsets)
+            out[name] = None
     return out
+
+
+def _worst(form: Any, attribute: str, gamma: Sequence[float], scores: torch.Tensor,
+           labels: torch.Tensor, groups: Mapping[str, torch.Tensor],
+           names: Mapping[str, Sequence[str]], mixture_weights: torch.Tensor | None,
+           codes: torch.Tensor) -> float | None:
+    """The worst case of the affine form ``c₀ + Σ c_k R_k`` (each noisy group's rates pushed
+    by its own adversary)."""
+    total = form.constant
+    by_group: dict[int, list[tuple[float, torch.Tensor, torch.Tensor]]] = {}
+    for leaf, coef in form.terms:
+        code, u, w = rate_vectors(leaf, attribute, scores, labels, groups, names,
+                                  mixture_weights)
+        if code is None:
+            if not float(w.sum()) > 0:
+                raise ValueError(f"{leaf} has no row")
+            total += coef * float(u.sum() / w.sum())
+        else:
+            by_group.setdefault(code, []).append((coef, u, w))
+    for code, terms in by_group.items():
+        w = terms[0][2]
+        if any(not torch.equal(t[2], w) for t in terms):
+            return None
+        u = sum(coef * uu for coef, uu, _ in terms)
+        center = (codes == code).double()
+        if not float(center.sum()) > 0:
+            raise ValueError("an empty noisy group")
+        total += float(tv_extreme_ratio(u, w, center / center.sum(), float(gamma[code])))
+    return total
