@@ -170,7 +170,7 @@ def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
 def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: TabularDataset,
                   attribute: str, gamma: list[float], chunk: int, has_true: bool
                   ) -> dict[str, Any]:
-    from .data import predict_scores   # here: .data imports .config, which imports this
+    from .data import predict_scores  # here: .data imports .config, which imports this
 
     scores = predict_scores(model, ds.features, chunk)
     weights = model.weights if isinstance(model, StochasticModel) else None
