@@ -4,12 +4,13 @@ player, the TV radii γ_j, and the robust part of ``results.json``.
 ``robust=none`` (the default) changes nothing. ``robust=dro`` adds the DRO adversary
 (:class:`~fairgames.game.players.dro.DROPlayer`) on the protected attribute, which then holds
 the NOISY groups (``data.noise``, or a column that is noisy by nature). With the true groups
-known on the training rows (``<protected>_true``, kept by ``data.noise``), ``robust.gamma:
-estimate`` sets each ``γ_j`` to the empirical TV distance between the uniform distributions
-over the training rows of true group ``j`` and of noisy group ``j``,
-``1 − |G = j ∧ Ĝ = j| / max(|G = j|, |Ĝ = j|)`` — the larger of paper 004's two readings,
-``P(Ĝ ≠ G | G = j)`` and ``P(G ≠ Ĝ | Ĝ = j)`` — so that Theorem 1's premise holds on the
-training rows even when group sizes differ.
+known on the training rows (``<protected>_true``, kept by ``data.noise``), ``γ_j`` can be read
+off those rows: ``robust.gamma: estimate`` is paper 004's ``P(Ĝ ≠ G | G = j)`` (its Sec. 5 and
+F.1; :func:`~fairgames.data.estimate_group_noise`), ``robust.gamma: tv`` the empirical TV
+distance between the uniform distributions over the training rows of true group ``j`` and of
+noisy group ``j``, ``1 − |G = j ∧ Ĝ = j| / max(|G = j|, |Ĝ = j|)`` — the larger of
+``P(Ĝ ≠ G | G = j)`` and ``P(G ≠ Ĝ | Ĝ = j)``, and the premise of Theorem 1 on those rows even
+when the groups' sizes differ (Lemma 1 needs equal sizes; uniform flips break it).
 
 Every run whose data has true groups, or that plays ``robust=dro``, reports per split
 (``results.json`` ``robust``): the error, the noisy-group and the true-group maximum
@@ -38,12 +39,13 @@ from fairgames.game.stochastic import StochasticModel
 from .checks import Checks
 
 METHODS = ("none", "dro")
+GAMMA_RULES = ("estimate", "tv")
 
 
 @dataclass
 class RobustConfig:
     """``robust.*``: ``name`` (``none`` | ``dro``), ``gamma`` (a TV radius per group value, one
-    for all, or ``"estimate"``; null: ``estimate``), and the DRO player's ``lr``,
+    for all, ``"estimate"`` or ``"tv"``; null: ``estimate``), and the DRO player's ``lr``,
     ``optimizer`` (``adam`` | ``sgd``), ``steps`` (projected steps per game step) and
     ``projection`` (``exact`` | ``authors``)."""
 
@@ -67,11 +69,11 @@ def check_robust(c: Any, check: Checks) -> None:
     check.positive("robust.steps", r.steps, integer=True)
     gamma = r.gamma
     values = list(gamma) if hasattr(gamma, "__len__") and not isinstance(gamma, str) else [gamma]
-    if not (gamma is None or gamma == "estimate" or all(
+    if not (gamma is None or gamma in GAMMA_RULES or all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
             for v in values)):
         check.bad("robust.gamma", gamma, "a TV radius in [0, 1], one per group value, or "
-                  "'estimate' (from the training rows' true and noisy groups)")
+                  "'estimate' / 'tv' (from the training rows' true and noisy groups)")
     if r.name == "dro":
         if c.trainer.constraint_split != "train":
             check.bad("trainer.constraint_split", c.trainer.constraint_split,
@@ -81,34 +83,39 @@ def check_robust(c: Any, check: Checks) -> None:
                       "θ-player (its adversary ascends on θ's backward)")
 
 
-def estimate_gamma(train: TabularDataset, attribute: str) -> list[float]:
-    """Per group value, the empirical TV distance between the training rows of true group
-    ``j`` and of noisy group ``j`` (see the module docstring).
+def estimate_gamma(train: TabularDataset, attribute: str, rule: str = "estimate"
+                   ) -> list[float]:
+    """Per group value ``j``, ``γ_j`` from the training rows' true and noisy groups:
+    ``P(Ĝ ≠ G | G = j)`` (``rule="estimate"``) or the empirical TV distance (``"tv"``; see
+    the module docstring).
 
     Example:
         >>> from fairgames.data import make_synthetic, noisy_splits
         >>> tr = noisy_splits(make_synthetic(n=500, seed=0), "group", 0.2, seed=0).train
         >>> [round(g, 3) for g in estimate_gamma(tr, "group")]
-        [0.212, 0.205]
+        [0.247, 0.233]
+        >>> [round(g, 3) for g in estimate_gamma(tr, "group", "tv")]
+        [0.247, 0.243]
     """
     true = true_attribute(attribute)
     if true not in train.groups:
-        raise ValueError(f"robust.gamma=estimate needs the true groups of the training rows "
+        raise ValueError(f"robust.gamma={rule} needs the true groups of the training rows "
                          f"({true!r}): set data.noise, or give robust.gamma as numbers")
     t, h = train.groups[true].cpu(), train.groups[attribute].cpu()
     out = []
     for j in range(len(train.group_names[attribute])):
         a, b = int((t == j).sum()), int((h == j).sum())
         both = int(((t == j) & (h == j)).sum())
-        out.append(1.0 - both / max(a, b) if max(a, b) else 0.0)
+        size = max(a, b) if rule == "tv" else a
+        out.append(1.0 - both / size if size else 0.0)
     return out
 
 
 def resolve_gamma(cfg: RobustConfig, train: TabularDataset, attribute: str) -> list[float]:
     """``robust.gamma`` as one radius per value of ``attribute``."""
     n = len(train.group_names[attribute])
-    if cfg.gamma is None or cfg.gamma == "estimate":
-        return estimate_gamma(train, attribute)
+    if cfg.gamma is None or cfg.gamma in GAMMA_RULES:
+        return estimate_gamma(train, attribute, cfg.gamma or "estimate")
     if isinstance(cfg.gamma, (int, float)):
         return [float(cfg.gamma)] * n
     values = [float(v) for v in cfg.gamma]
@@ -158,8 +165,8 @@ def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
     out: dict[str, Any] = {
         "method": method, "attribute": attribute, "true_attribute": true if has_true else None,
         "gamma": dict(zip(train.group_names[attribute], gamma, strict=True)),
-        "gamma_source": ("estimate" if cfg is None or cfg.gamma in (None, "estimate")
-                         or method == "none" else "given"),
+        "gamma_source": ("estimate" if method == "none" or cfg is None or cfg.gamma is None
+                         else cfg.gamma if cfg.gamma in GAMMA_RULES else "given"),
         "solution": "recommended", "splits": {}}
     for name, ds in splits.items():
         out["splits"][name] = _split_report(problem, evaluator, model, ds, attribute, gamma,
@@ -204,8 +211,8 @@ def robust_line(block: Mapping[str, Any]) -> str:
         >>> b = {"method": "dro", "gamma": {"a": 0.1}, "splits": {"test": {
         ...     "error": 0.2, "noisy_max_violation": 0.0, "true_max_violation": 0.01,
         ...     "robust_max": 0.03}}}
-        >>> robust_line(b)
-        'robust (dro, γ a=0.100): test error 0.2000, noisy max violation 0.0000, true 0.0100, robust 0.0300'
+        >>> robust_line(b).split(": ")[1]
+        'test error 0.2000, noisy max violation 0.0000, true 0.0100, robust 0.0300'
     """
     def f(v: Any) -> str:
         return "–" if v is None else f"{v:.4f}"
