@@ -389,6 +389,11 @@ class Engine:
                                           fields["group_values"][self.protected],
                                           self.thresholds)
         entry["likely_infeasible"] = copt.likely_infeasible()
+        # what plug-in players report of themselves (the DRO adversary's distance from p̂)
+        scalars = {k: v for p in copt.players if hasattr(p, "log_scalars")
+                   for k, v in p.log_scalars().items()}
+        if scalars:
+            entry["players"] = scalars
         self.history.append(entry)
         if self.logger is not None:
             self.logger.scalars(self.step, _tags(entry, equality))
@@ -654,5 +659,6 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
                 out[f"groups/{key}/{rate}"] = v
     for key, v in entry.get("parity", {}).items():
         out[f"parity/{key}"] = v
+    out.update(entry.get("players", {}))
     return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
             for k, v in out.items()}

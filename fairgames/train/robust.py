@@ -146,7 +146,8 @@ def robust_players(cfg: RobustConfig | None, splits: DatasetSplits, attribute: s
     train = splits.train
     return [DROPlayer(attribute, train.groups[attribute].cpu(),
                       resolve_gamma(cfg, train, attribute), lr=cfg.lr, optimizer=cfg.optimizer,
-                      steps=cfg.steps, projection=cfg.projection)]
+                      steps=cfg.steps, projection=cfg.projection,
+                      names=train.group_names[attribute])]
 
 
 def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,

@@ -60,6 +60,7 @@ class DROPlayer(Player):
         projection: ``"exact"`` (Euclidean onto TV ball ∩ simplex) or ``"authors"`` (the
             released code's: ℓ₁ ball only, ``Σ p̃ = 1`` not enforced).
         order: place in the update order (30: after θ 0 and the multipliers 20).
+        names: the group values' names (for logging; default their codes).
     """
 
     name = "dro"
@@ -67,7 +68,8 @@ class DROPlayer(Player):
 
     def __init__(self, attribute: str, codes: torch.Tensor, gamma: float | Sequence[float], *,
                  lr: float = 0.01, optimizer: str = "adam", steps: int = 1,
-                 projection: str = "exact", order: int = 30) -> None:
+                 projection: str = "exact", order: int = 30,
+                 names: Sequence[str] | None = None) -> None:
         if not isinstance(codes, torch.Tensor) or codes.dim() != 1 or codes.dtype != torch.int64:
             raise ValueError("codes must be the [n] int64 noisy group codes of the training rows")
         if optimizer not in OPTIMIZERS:
@@ -76,8 +78,7 @@ class DROPlayer(Player):
             raise ValueError(f"DRO projection must be one of {PROJECTIONS}, got {projection!r}")
         if not isinstance(steps, int) or steps < 1:
             raise ValueError(f"DRO steps must be a positive integer, got {steps!r}")
-        counts = torch.bincount(codes.cpu(), minlength=1)
-        g = len(gamma) if isinstance(gamma, Sequence) else len(counts)
+        g = len(gamma) if isinstance(gamma, Sequence) else int(codes.max()) + 1
         counts = torch.bincount(codes.cpu(), minlength=g)
         if len(counts) != g:
             raise ValueError(f"gamma has {g} values but the codes reach {len(counts) - 1}")
@@ -92,6 +93,7 @@ class DROPlayer(Player):
         self.counts = counts
         self.lr_value, self.kind, self.steps = float(lr), optimizer, steps
         self.projection, self.order = projection, int(order)
+        self.names = list(names) if names is not None else None
         step_size(lr, None, "DRO lr")
 
     # ------------------------------------------------------------------ state
@@ -183,3 +185,9 @@ class DROPlayer(Player):
     def distance(self) -> torch.Tensor:
         """``½‖p̃_j − p̂_j‖₁`` per group (the adversary's TV distance; a device tensor)."""
         return (self.p.detach() - self.center).abs().sum(1) / 2
+
+    def log_scalars(self) -> dict[str, float]:
+        """``dro/distance/<value>``: the TV distance per group (syncs; at log time)."""
+        names = self.names or [str(j) for j in range(len(self.gamma))]
+        return {f"dro/distance/{n}": float(d)
+                for n, d in zip(names, self.distance().tolist(), strict=True)}
