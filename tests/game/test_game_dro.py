@@ -276,3 +276,24 @@ def test_clear_errors(train):
     with pytest.raises(ValueError, match="needs example_ids"):
         dro.transform(Batch(scores=torch.zeros(len(train)), labels=train.labels,
                             groups={"group": codes}, group_values=train.group_names))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_dro_step_makes_no_host_sync(train):
+    # no_host_sync() also sets torch.cuda.set_sync_debug_mode("error") on a GPU
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = torch.nn.Linear(train.num_features, 1).to(dev)
+    dro = DROPlayer("group", train.groups["group"], gamma=[0.1, 0.2], lr=0.05)
+    copt = ConstrainedOptimizer(_problem(train.group_names["group"]),
+                                torch.optim.SGD(model.parameters(), 0.1), preset="lagrangian",
+                                players=[dro])
+    x, fields = train.features.to(dev), {
+        "labels": train.labels.to(dev), "groups": {"group": train.groups["group"].to(dev)},
+        "group_values": train.group_names, "example_ids": torch.arange(len(train), device=dev)}
+    copt.step_batch(model, x, **fields)        # compiles the evaluation plan (host-side, once)
+    with no_host_sync():
+        for _ in range(2):
+            copt.step_batch(model, x, **fields)
+    assert (dro.distance().cpu() <= torch.tensor([0.1, 0.2]) + 1e-6).all()
