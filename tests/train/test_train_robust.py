@@ -85,6 +85,19 @@ def test_robust_value_bounds_the_true_value_for_any_model():
             assert robust[n] >= truth[n] - 1e-12 and robust[n] >= noisy[n] - 1e-12
 
 
+def test_a_stopped_minibatch_dro_run_resumes_bit_for_bit(train_run, tmp_path, same_run):
+    # minibatches: the adversary's p̃ moves only on the rows each batch's ids name
+    common = [*EASY, "robust=dro", "robust.gamma=tv", "trainer.batch_size=256",
+              "trainer.steps=60", "trainer.checkpoint_every=20", "trainer.bootstrap=0"]
+    full = train_run("dro_full", *common)
+    stopped = train_run("dro_stopped", *common, "trainer.stop_after=30", run_dir=tmp_path)
+    assert stopped.stopped and stopped.engine.step == 30
+    resumed = train_run("dro_resumed", *common, "trainer.resume=true", run_dir=tmp_path)
+    same_run(resumed, full)
+    assert torch.equal(resumed.engine.copt.player("dro").p, full.engine.copt.player("dro").p)
+    assert resumed.results["robust"] == full.results["robust"]
+
+
 def test_robust_none_without_noise_adds_nothing(unconstrained_run):
     assert "robust" not in unconstrained_run.results
     assert unconstrained_run.results["config"]["robust"]["name"] == "none"
