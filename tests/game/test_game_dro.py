@@ -297,3 +297,16 @@ def test_a_cuda_dro_step_makes_no_host_sync(train):
         for _ in range(2):
             copt.step_batch(model, x, **fields)
     assert (dro.distance().cpu() <= torch.tensor([0.1, 0.2]) + 1e-6).all()
+
+
+def test_a_skipped_step_leaves_the_adversary_and_its_moments_as_they_were(train):
+    model, copt, dro = _game(train, 3)
+    before = [t.clone() for t in (dro.p.detach(), dro.m1, dro.m2, dro.t)]
+    bad = train.features.clone()
+    bad[0] = float("nan")                          # a NaN score: the game skips the step
+    copt.step_batch(model, bad, labels=train.labels, groups={"group": train.groups["group"]},
+                    group_values=train.group_names, example_ids=torch.arange(len(train)))
+    after = (dro.p.detach(), dro.m1, dro.m2, dro.t)
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    with pytest.raises(Exception, match="non-finite"):
+        copt.check()

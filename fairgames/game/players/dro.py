@@ -157,13 +157,15 @@ class DROPlayer(Player):
         if grad is None:          # nothing read the memberships (no backward this step)
             return
         ok = getattr(round, "ok", None)
-        old = self.p.detach().clone() if ok is not None else None
+        state = (self.p, self.m1, self.m2, self.t)
+        old = [t.detach().clone() for t in state] if ok is not None else None
         with torch.no_grad():
             for _ in range(self.steps):
                 self.p.add_(self._direction(grad))
                 self.p.copy_(self._project(self.p))
-            if old is not None:
-                self.p.copy_(torch.where(ok, self.p, old))
+            if old is not None:       # a skipped step moves nothing, Adam's moments included
+                for t, before in zip(state, old, strict=True):
+                    t.copy_(torch.where(ok, t, before))
         self.p.grad = None
 
     def _direction(self, grad: torch.Tensor) -> torch.Tensor:
