@@ -310,3 +310,26 @@ def test_a_skipped_step_leaves_the_adversary_and_its_moments_as_they_were(train)
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
     with pytest.raises(Exception, match="non-finite"):
         copt.check()
+
+
+def test_robust_values_of_a_mixture_at_zero_radius_are_its_expected_rates():
+    g = torch.Generator().manual_seed(5)
+    n, r = 200, 3
+    scores, q = torch.randn(r, n, generator=g), torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    labels = (torch.rand(n, generator=g) < 0.5).float()
+    codes = torch.randint(0, 2, (n,), generator=g)
+    con = (true_positive_rate(group("g", "b")) >= true_positive_rate() - 0.05).named("eo")
+    got = robust_values({"eo": con}, "g", [0.0, 0.0], scores, labels, {"g": codes},
+                        {"g": ["a", "b"]}, mixture_weights=q)["eo"]
+    y, b = labels > 0, codes == 1
+
+    def tpr(s, mask):
+        return float(((s > 0) & y & mask).sum().double() / (y & mask).sum().double())
+
+    want = sum(float(q[i]) * (tpr(scores[i], torch.ones(n, dtype=torch.bool))
+                              - tpr(scores[i], b)) for i in range(r)) - 0.05
+    assert got == pytest.approx(want, abs=1e-12)
+    # and a positive radius can only make it worse
+    worse = robust_values({"eo": con}, "g", [0.0, 0.2], scores, labels, {"g": codes},
+                          {"g": ["a", "b"]}, mixture_weights=q)["eo"]
+    assert worse > got
