@@ -100,7 +100,11 @@ PINNED = (
     "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
     "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
-    "data.include_protected=null", "data.validation_fraction=null", "data.root=null")
+    "data.include_protected=null", "data.validation_fraction=null", "data.root=null",
+    # no noisy groups, no robust player (paper 004's settings)
+    "data.noise=null", "data.noise_seed=0", "robust=none", "robust.name=none",
+    "robust.gamma=null", "robust.lr=0.01", "robust.optimizer=adam", "robust.steps=1",
+    "robust.projection=exact")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
 DATA_DEFAULTS = {"compas": ("two_year_recid", "default"), "crime": ("high_crime", "default"),
                  "law": ("pass_bar", "default"), "adult": ("income", "official")}

@@ -46,6 +46,7 @@ from fairgames.train.checkpoint import NoCheckpointError
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args
+from fairgames.train.robust import robust_line
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 
@@ -82,6 +83,8 @@ def main(cfg: DictConfig) -> float | None:
               f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
         return None
     print(summary_line(result.run_dir, result.results))
+    if "robust" in result.results:           # noisy groups: true / noisy / robust per split
+        print(robust_line(result.results["robust"]))
     reduction = result.results["training"].get("reduction")
     if reduction is not None:                 # algorithm=reduction: how it ended, plainly
         print(outcome_line(reduction))

@@ -18,7 +18,13 @@ Real data sets (``available_datasets()``) are loaded with :func:`load`, e.g.
 from .dataset import DatasetSplits, TabularDataset
 from .errors import DataArgumentError, DataError
 from .loaders import available_datasets, load
-from .noise import GroupNoiseEstimate, estimate_group_noise, flip_groups
+from .noise import (
+    GroupNoiseEstimate,
+    estimate_group_noise,
+    flip_groups,
+    noisy_splits,
+    true_attribute,
+)
 from .sampler import MinibatchSampler
 from .synthetic import make_synthetic
 from .table import from_frame, load_table
@@ -34,6 +40,8 @@ __all__ = [
     "TabularDataset",
     "available_datasets",
     "estimate_group_noise",
+    "noisy_splits",
+    "true_attribute",
     "flip_groups",
     "from_frame",
     "load",

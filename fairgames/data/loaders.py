@@ -13,6 +13,7 @@ import torch
 
 from .dataset import DatasetSplits, TabularDataset
 from .errors import DataArgumentError, DataError
+from .noise import check_noise, flip_groups, true_attribute
 from .preprocess import encode
 from .registry import DATASETS, DatasetDef, Recipe
 from .sources import Resolution, Source, damaged_message, resolve
@@ -129,6 +130,8 @@ def load(
     validation_fraction: float | None = None,
     paper: str | None = None,
     rows: int | None = None,
+    noise: float | None = None,
+    noise_seed: int = 0,
 ) -> DatasetSplits:
     """Load a data set as seeded train / validation / test :class:`TabularDataset` splits.
 
@@ -154,6 +157,11 @@ def load(
         rows: keep a seeded random sample of this many rows (after the filters, before
             splitting and fitting the encoders; paper 003's Adult-2k and Law-2k draw 2 000
             rows this way). ``None`` keeps every row.
+        noise: flip the protected attribute of this fraction of all rows, before splitting
+            (paper 004's noise model, :func:`~fairgames.data.flip_groups`): the attribute then
+            holds the noisy groups (a feature too with ``include_protected``) and its true
+            codes are kept as ``<protected>_true``, for evaluation only. ``None``: no noise.
+        noise_seed: seed of that flip.
 
     Raises:
         DataArgumentError: unknown data set, attribute, target, split or paper, or a
@@ -212,6 +220,9 @@ def load(
     labels = np.asarray(tgt.values(frame), dtype=np.float64)
     codes = {a: np.asarray(attr.codes(frame), dtype=np.int64) for a, attr in d.attributes.items()}
     attr = d.attributes[protected]
+    group_names = {a: list(v.values) for a, v in d.attributes.items()}
+    if noise is not None:
+        codes, group_names = _with_noise(codes, group_names, protected, noise, noise_seed)
     strata = _strata(recipe.stratify, labels, codes[protected], tgt.kind)
 
     # ---- split indices (CPU, numpy default_rng)
@@ -230,11 +241,13 @@ def load(
 
     # ---- features (fitted on the training rows)
     dropped = set(tgt.columns)
-    if not include or recipe.group_as_feature:
+    # with noise the raw columns hold the TRUE groups: only the noisy codes may be a feature
+    as_feature = recipe.group_as_feature or noise is not None
+    if not include or as_feature:
         dropped |= set(attr.columns)
     cols = [c for c in recipe.features(frame) if c.name not in dropped]
     x, names, fitted = encode(frame, cols, train)
-    if include and recipe.group_as_feature:
+    if include and as_feature:
         g = codes[protected]
         if len(attr.values) == 2:
             extra = g.astype(np.float32)[:, None]
@@ -249,7 +262,7 @@ def load(
         labels=torch.from_numpy(labels.astype(np.float32)),
         label_kind=tgt.kind,
         groups={a: torch.from_numpy(c) for a, c in codes.items()},
-        group_names={a: list(v.values) for a, v in d.attributes.items()},
+        group_names=group_names,
         feature_names=names,
         label_name=target,
         name=name,
@@ -279,12 +292,30 @@ def load(
         "split_indices": {"train": train, "validation": val, "test": test},
         "attributes": {a.name: a.description for a in d.attributes.values()},
     }
+    if noise is not None:
+        metadata["noise"] = {"attribute": protected, "fraction": float(noise),
+                             "seed": int(noise_seed), "true_attribute": true_attribute(protected)}
     return DatasetSplits(
         train=full.subset(torch.from_numpy(train)),
         validation=full.subset(torch.from_numpy(val)),
         test=full.subset(torch.from_numpy(test)),
         metadata=metadata,
     )
+
+
+def _with_noise(codes: dict[str, np.ndarray], names: dict[str, list[str]], protected: str,
+                noise: object, seed: int) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """``codes`` with ``protected`` flipped (all rows, before splitting) and its true codes
+    kept as ``<protected>_true``."""
+    try:
+        fraction = check_noise(noise)
+    except DataError as e:
+        raise DataArgumentError(str(e)) from e
+    true = codes[protected]
+    noisy = flip_groups(torch.from_numpy(true), fraction, n_groups=len(names[protected]),
+                        seed=int(seed)).numpy()
+    return ({**codes, protected: noisy, true_attribute(protected): true},
+            {**names, true_attribute(protected): list(names[protected])})
 
 
 def _sample_rows(frame: Any, rows: int | None, seed: int, name: str) -> Any:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from .dataset import DatasetSplits
 from .errors import DataError
 
 
@@ -128,3 +129,69 @@ def estimate_group_noise(
         p_noisy=(col / n).to(dev),
         counts=counts.to(dev),
     )
+
+
+TRUE_SUFFIX = "_true"
+
+
+def true_attribute(attribute: str) -> str:
+    """The name under which a noisy attribute's true codes are kept (evaluation only).
+
+    Example:
+        >>> true_attribute("race3")
+        'race3_true'
+    """
+    return attribute + TRUE_SUFFIX
+
+
+def check_noise(fraction: object) -> float:
+    """``fraction`` as a float in ``[0, 1]``, else a clear :class:`DataError`.
+
+    Example:
+        >>> check_noise(0.3)
+        0.3
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+            or not 0.0 <= float(fraction) <= 1.0:
+        raise DataError(f"noise must be the fraction of rows whose group is flipped, in "
+                        f"[0, 1]; got {fraction!r}")
+    return float(fraction)
+
+
+def noisy_splits(splits: DatasetSplits, attribute: str, fraction: float, seed: int
+                 ) -> DatasetSplits:
+    """``splits`` with ``attribute`` replaced by a noisy copy and its true codes kept as
+    :func:`true_attribute` (for evaluation only).
+
+    The flip (:func:`flip_groups`) is drawn once on the whole data set — the train,
+    validation and test rows concatenated in that order — as paper 004's code flips before
+    splitting: exactly ``floor(fraction · N)`` rows of all ``N``, uniformly at random.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> s = noisy_splits(make_synthetic(n=1000, seed=0), "group", 0.2, seed=1)
+        >>> flipped = sum(int((d.groups["group"] != d.groups["group_true"]).sum()) for d in s)
+        >>> flipped, s.train.group_names["group_true"]
+        (200, ['0', '1'])
+    """
+    fraction = check_noise(fraction)
+    if attribute not in splits.train.groups:
+        raise DataError(f"unknown attribute {attribute!r} to add noise to; the data has "
+                        f"{sorted(splits.train.groups)}")
+    parts = list(splits)
+    codes = torch.cat([d.groups[attribute].cpu() for d in parts])
+    noisy = flip_groups(codes, fraction, n_groups=len(parts[0].group_names[attribute]),
+                        seed=seed)
+    out, start = [], 0
+    for d in parts:
+        piece = noisy[start:start + len(d)].to(d.groups[attribute].device)
+        start += len(d)
+        names = dict(d.group_names)
+        names[true_attribute(attribute)] = list(names[attribute])
+        out.append(replace(d, groups={**d.groups, attribute: piece,
+                                      true_attribute(attribute): d.groups[attribute]},
+                           group_names=names))
+    meta = {**splits.metadata, "noise": {"attribute": attribute, "fraction": fraction,
+                                         "seed": int(seed),
+                                         "true_attribute": true_attribute(attribute)}}
+    return DatasetSplits(*out, metadata=meta)

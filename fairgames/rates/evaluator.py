@@ -605,7 +605,9 @@ class RateEvaluator(torch.nn.Module):
         for f in plan.factors:
             if f.soft:
                 g = batch.groups[f.name[6:]].to(dtype)
-                full = torch.cat([g, (1.0 - g.sum(1, keepdim=True)).clamp_min(0.0)], dim=1)
+                # "no value" takes 1 − Σ memberships unclamped, so every row weighs 1 in an
+                # unmasked subset even when memberships are adversary weights above 1 (DRO)
+                full = torch.cat([g, 1.0 - g.sum(1, keepdim=True)], dim=1)
                 soft_w = full if soft_w is None else (soft_w[:, :, None] * full[:, None, :]
                                                       ).reshape(b, -1)
                 continue

@@ -51,6 +51,7 @@ from fairgames.game.reduction.fair_regression import CONFIG_KEYS as REDUCTION_KE
 from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
+from .robust import RobustConfig, check_robust
 
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
@@ -355,6 +356,7 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     algorithm: Any = field(default_factory=lambda: algorithm_schema()())
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    robust: RobustConfig = field(default_factory=RobustConfig)
     seed: int = 0
     run_dir: str | None = None
 
@@ -410,6 +412,8 @@ register_group("model", ModelConfig)
 register_group("optimizer", OptimizerConfig)
 register_group("algorithm", algorithm_schema())   # refreshed by register() at the end
 register_group("trainer", TrainerConfig)
+register_group("robust", RobustConfig)
+register_validator("robust")(check_robust)
 register_group("seed")
 
 

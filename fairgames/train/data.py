@@ -35,6 +35,7 @@ from fairgames.data import (
     load,
     load_table,
     make_synthetic,
+    noisy_splits,
 )
 from fairgames.data.splits import random_split
 from fairgames.game.solutions import StochasticModel
@@ -99,6 +100,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
         cfg["seed"] = seed
     fn = {"synthetic": make_synthetic, OWN_TABLE: load_table}.get(name, load)
     params = inspect.signature(fn).parameters
+    # the generator draws no noisy groups itself: they are flipped on its whole draw below
+    noise = ({k: cfg.pop(k) for k in ("noise", "noise_seed") if k in cfg}
+             if name == "synthetic" else {})
     reserved = {"name", "protected"} if name != "synthetic" else set()
     accepted = sorted(set(params) - reserved)
     unknown = sorted(k for k in cfg if k not in params or k in reserved)
@@ -109,6 +113,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
         splits = (make_synthetic(**cfg) if name == "synthetic"
                   else load_table(protected=protected, **cfg) if name == OWN_TABLE
                   else load(name, protected=protected, **cfg))
+        if noise.get("noise") is not None:
+            splits = noisy_splits(splits, protected or SYNTHETIC_PROTECTED, noise["noise"],
+                                  int(noise.get("noise_seed") or 0))
     except DataError as e:
         # the synthetic generator reads no file: all its errors are the config's
         if name == "synthetic" or isinstance(e, DataArgumentError):

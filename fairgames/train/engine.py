@@ -389,6 +389,11 @@ class Engine:
                                           fields["group_values"][self.protected],
                                           self.thresholds)
         entry["likely_infeasible"] = copt.likely_infeasible()
+        # what plug-in players report of themselves (the DRO adversary's distance from p̂)
+        scalars = {k: v for p in copt.players if hasattr(p, "log_scalars")
+                   for k, v in p.log_scalars().items()}
+        if scalars:
+            entry["players"] = scalars
         self.history.append(entry)
         if self.logger is not None:
             self.logger.scalars(self.step, _tags(entry, equality))
@@ -589,6 +594,8 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
     weights = None
     if index is None:
         labels, groups, base = ds.labels, ds.groups, baseline_scores
+        # row ids of the split for per-example adversaries (made once: full-batch fields are)
+        index = torch.arange(len(ds), device=ds.labels.device)
     else:
         labels = ds.labels[index]
         groups = {a: g[index] for a, g in ds.groups.items()}
@@ -596,7 +603,8 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
         if sampler is not None and sampler.balanced_by is not None:
             weights = sampler.importance_weights(index)
     return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
-            "group_values": ds.group_names, "baseline_scores": base, "weights": weights}
+            "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
+            "example_ids": index}
 
 
 def unique_names(names: list[str]) -> list[str]:
@@ -651,5 +659,6 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
                 out[f"groups/{key}/{rate}"] = v
     for key, v in entry.get("parity", {}).items():
         out[f"parity/{key}"] = v
+    out.update(entry.get("players", {}))
     return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
             for k, v in out.items()}

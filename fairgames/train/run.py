@@ -114,6 +114,7 @@ from .report import (
     validate_results,
 )
 from .resume import RESUME_FREE, resumed_config
+from .robust import RobustConfig, robust_players, robust_report
 from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
@@ -232,7 +233,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
         seed=seed, device=device, run_dir=directory, config=config,
         baseline=BaselineSource(path=problem_cfg.get("baseline_path"),
                                 fraction=float(problem_cfg.get("baseline_fraction", 0.25))),
-        checkpoint=checkpoint))
+        checkpoint=checkpoint,
+        robust=RobustConfig(**OmegaConf.to_container(cfg.robust, resolve=True))
+        if cfg.get("robust") is not None else None))
 
 
 def _resume_config(cfg: DictConfig, directory: Path | None,
@@ -552,6 +555,7 @@ class RunInputs:
     config: dict[str, Any]
     baseline: BaselineSource = BaselineSource()
     checkpoint: tuple[Path, dict[str, Any]] | None = None
+    robust: RobustConfig | None = None
 
 
 @dataclass
@@ -778,7 +782,8 @@ def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, Const
     arguments = get_preset(algorithm.name).optimizer_arguments(
         {"multipliers": algorithm.multipliers, **algorithm.settings})
     try:
-        copt = ConstrainedOptimizer(built.problem, opt, **arguments)
+        robust = robust_players(ctx.inputs.robust, ctx.splits, ctx.inputs.protected)
+        copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=robust)
     except ValueError as e:
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.
@@ -908,6 +913,10 @@ def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built
                                     VERDICT_SOLUTION),
                       "resamples": trainer.bootstrap,
                       "seconds": time.perf_counter() - started}
+    robust = robust_report(inputs.robust, built.problem, evaluator, solutions["recommended"],
+                           splits, inputs.protected, trainer.eval_chunk)
+    if robust is not None:        # paper 004: true / noisy / robust violations per split
+        out["robust"] = clean_numbers(robust)
     validate_results(out)
     if inputs.run_dir is not None:
         write(inputs.run_dir, out, solutions)

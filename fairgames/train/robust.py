@@ -1,0 +1,227 @@
+"""The ``robust`` config group (paper 004, noisy protected groups): the robust method's
+player, the TV radii γ_j, and the robust part of ``results.json``.
+
+``robust=none`` (the default) changes nothing. ``robust=dro`` adds the DRO adversary
+(:class:`~fairgames.game.players.dro.DROPlayer`) on the protected attribute, which then holds
+the NOISY groups (``data.noise``, or a column that is noisy by nature). With the true groups
+known on the training rows (``<protected>_true``, kept by ``data.noise``), ``γ_j`` can be read
+off those rows: ``robust.gamma: estimate`` is paper 004's ``P(Ĝ ≠ G | G = j)`` (its Sec. 5 and
+F.1; :func:`~fairgames.data.estimate_group_noise`), ``robust.gamma: tv`` the empirical TV
+distance between the uniform distributions over the training rows of true group ``j`` and of
+noisy group ``j``, ``1 − |G = j ∧ Ĝ = j| / max(|G = j|, |Ĝ = j|)`` — the larger of
+``P(Ĝ ≠ G | G = j)`` and ``P(G ≠ Ĝ | Ĝ = j)``, and the premise of Theorem 1 on those rows even
+when the groups' sizes differ (Lemma 1 needs equal sizes; uniform flips break it).
+
+Every run whose data has true groups, or that plays ``robust=dro``, reports per split
+(``results.json`` ``robust``): the error, the noisy-group and the true-group maximum
+violations, the exact TV-ball worst case of each constraint
+(:func:`fairgames.game.robust.robust_values`) and the ``γ_j`` used.
+
+Example:
+    >>> RobustConfig().name, RobustConfig(name="dro").projection
+    ('none', 'exact')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from fairgames.data import DatasetSplits, TabularDataset, true_attribute
+from fairgames.game import Problem
+from fairgames.game.players.dro import OPTIMIZERS, PROJECTIONS, DROPlayer
+from fairgames.game.robust import robust_values
+from fairgames.game.stochastic import StochasticModel
+
+from .checks import Checks
+
+METHODS = ("none", "dro")
+GAMMA_RULES = ("estimate", "tv")
+
+
+@dataclass
+class RobustConfig:
+    """``robust.*``: ``name`` (``none`` | ``dro``), ``gamma`` (a TV radius per group value, one
+    for all, ``"estimate"`` or ``"tv"``; null: ``estimate``), and the DRO player's ``lr``,
+    ``optimizer`` (``adam`` | ``sgd``), ``steps`` (projected steps per game step) and
+    ``projection`` (``exact`` | ``authors``)."""
+
+    name: str = "none"
+    gamma: Any = None
+    lr: float = 0.01
+    optimizer: str = "adam"
+    steps: int = 1
+    projection: str = "exact"
+
+
+def check_robust(c: Any, check: Checks) -> None:
+    """The ``robust`` group's value rules (registered in :mod:`fairgames.train.config`)."""
+    r = c.get("robust")
+    if r is None:
+        return
+    check.choice("robust.name", r.name, METHODS)
+    check.choice("robust.optimizer", r.optimizer, OPTIMIZERS)
+    check.choice("robust.projection", r.projection, PROJECTIONS)
+    check.positive("robust.lr", r.lr)
+    check.positive("robust.steps", r.steps, integer=True)
+    gamma = r.gamma
+    values = list(gamma) if hasattr(gamma, "__len__") and not isinstance(gamma, str) else [gamma]
+    if not (gamma is None or gamma in GAMMA_RULES or all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+            for v in values)):
+        check.bad("robust.gamma", gamma, "a TV radius in [0, 1], one per group value, or "
+                  "'estimate' / 'tv' (from the training rows' true and noisy groups)")
+    if r.name == "dro":
+        if c.trainer.constraint_split != "train":
+            check.bad("trainer.constraint_split", c.trainer.constraint_split,
+                      "robust=dro reweights the training rows by id: use train")
+        if c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
+            check.bad("algorithm.name", c.algorithm.name, "robust=dro needs a gradient "
+                      "θ-player (its adversary ascends on θ's backward)")
+
+
+def estimate_gamma(train: TabularDataset, attribute: str, rule: str = "estimate"
+                   ) -> list[float]:
+    """Per group value ``j``, ``γ_j`` from the training rows' true and noisy groups:
+    ``P(Ĝ ≠ G | G = j)`` (``rule="estimate"``) or the empirical TV distance (``"tv"``; see
+    the module docstring).
+
+    Example:
+        >>> from fairgames.data import make_synthetic, noisy_splits
+        >>> tr = noisy_splits(make_synthetic(n=500, seed=0), "group", 0.2, seed=0).train
+        >>> [round(g, 3) for g in estimate_gamma(tr, "group")]
+        [0.247, 0.233]
+        >>> [round(g, 3) for g in estimate_gamma(tr, "group", "tv")]
+        [0.247, 0.243]
+    """
+    true = true_attribute(attribute)
+    if true not in train.groups:
+        raise ValueError(f"robust.gamma={rule} needs the true groups of the training rows "
+                         f"({true!r}): set data.noise, or give robust.gamma as numbers")
+    t, h = train.groups[true].cpu(), train.groups[attribute].cpu()
+    out = []
+    for j in range(len(train.group_names[attribute])):
+        a, b = int((t == j).sum()), int((h == j).sum())
+        both = int(((t == j) & (h == j)).sum())
+        size = max(a, b) if rule == "tv" else a
+        out.append(1.0 - both / size if size else 0.0)
+    return out
+
+
+def resolve_gamma(cfg: RobustConfig, train: TabularDataset, attribute: str) -> list[float]:
+    """``robust.gamma`` as one radius per value of ``attribute``."""
+    n = len(train.group_names[attribute])
+    if cfg.gamma is None or cfg.gamma in GAMMA_RULES:
+        return estimate_gamma(train, attribute, cfg.gamma or "estimate")
+    if isinstance(cfg.gamma, (int, float)):
+        return [float(cfg.gamma)] * n
+    values = [float(v) for v in cfg.gamma]
+    if len(values) != n:
+        raise ValueError(f"robust.gamma has {len(values)} values but {attribute!r} has {n} "
+                         f"groups {train.group_names[attribute]}: give one per group")
+    return values
+
+
+def check_splits(splits: DatasetSplits, attribute: str) -> None:
+    """Refuse a split in which a noisy group has no row (its robust rates are undefined)."""
+    for name, ds in splits.items():
+        counts = torch.bincount(ds.groups[attribute].cpu(),
+                                minlength=len(ds.group_names[attribute]))
+        empty = [ds.group_names[attribute][j] for j in range(len(counts)) if counts[j] == 0]
+        if empty:
+            raise ValueError(f"noisy group(s) {empty} of {attribute!r} have no row in the "
+                             f"{name} split: the robust rates are undefined there; use a "
+                             "larger split or merge the group")
+
+
+def robust_players(cfg: RobustConfig | None, splits: DatasetSplits, attribute: str
+                   ) -> list[DROPlayer]:
+    """The players ``cfg`` adds to the game (none for ``robust=none``)."""
+    if cfg is None or cfg.name == "none":
+        return []
+    check_splits(splits, attribute)
+    train = splits.train
+    return [DROPlayer(attribute, train.groups[attribute].cpu(),
+                      resolve_gamma(cfg, train, attribute), lr=cfg.lr, optimizer=cfg.optimizer,
+                      steps=cfg.steps, projection=cfg.projection,
+                      names=train.group_names[attribute])]
+
+
+def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
+                  model: torch.nn.Module, splits: DatasetSplits, attribute: str,
+                  chunk: int) -> dict[str, Any] | None:
+    """``results.json``'s ``robust`` block for the recommended ``model`` (``None`` when the
+    run is not robust and its data holds no true groups)."""
+    true = true_attribute(attribute)
+    has_true = true in splits.train.groups
+    if (cfg is None or cfg.name == "none") and not has_true:
+        return None
+    method = "none" if cfg is None else cfg.name
+    train = splits.train
+    gamma = (resolve_gamma(cfg, train, attribute) if cfg is not None and cfg.name != "none"
+             else estimate_gamma(train, attribute))
+    out: dict[str, Any] = {
+        "method": method, "attribute": attribute, "true_attribute": true if has_true else None,
+        "gamma": dict(zip(train.group_names[attribute], gamma, strict=True)),
+        "gamma_source": ("estimate" if method == "none" or cfg is None or cfg.gamma is None
+                         else cfg.gamma if cfg.gamma in GAMMA_RULES else "given"),
+        "solution": "recommended", "splits": {}}
+    for name, ds in splits.items():
+        out["splits"][name] = _split_report(problem, evaluator, model, ds, attribute, gamma,
+                                            chunk, has_true)
+    return out
+
+
+def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: TabularDataset,
+                  attribute: str, gamma: list[float], chunk: int, has_true: bool
+                  ) -> dict[str, Any]:
+    from .data import predict_scores  # here: .data imports .config, which imports this
+
+    scores = predict_scores(model, ds.features, chunk)
+    weights = model.weights if isinstance(model, StochasticModel) else None
+    noisy = evaluator.evaluate(ds, scores, mixture_weights=weights)
+    entry: dict[str, Any] = {"error": noisy.get("error"),
+                             "noisy_max_violation": _max_violation(noisy)}
+    if has_true:
+        swapped = replace(ds, groups={**ds.groups, attribute: ds.groups[true_attribute(attribute)]})
+        truth = evaluator.evaluate(swapped, scores, mixture_weights=weights)
+        entry["true_max_violation"] = _max_violation(truth)
+        entry["true_violations"] = {n: c["violation"] for n, c in truth["constraints"].items()}
+    values = robust_values(problem.constraints, attribute, gamma, scores.cpu(), ds.labels.cpu(),
+                           {k: v.cpu() for k, v in ds.groups.items()}, ds.group_names,
+                           mixture_weights=None if weights is None else weights.cpu())
+    entry["robust_values"] = values
+    known = [v for v in values.values() if v is not None]
+    entry["robust_max"] = max(known) if known else None
+    return entry
+
+
+def _max_violation(metrics: Mapping[str, Any]) -> float | None:
+    found = [c["violation"] for c in metrics.get("constraints", {}).values()
+             if c.get("violation") is not None]
+    return max(found) if found else None
+
+
+def robust_line(block: Mapping[str, Any]) -> str:
+    """The CLI's line for the robust block.
+
+    Example:
+        >>> b = {"method": "dro", "gamma": {"a": 0.1}, "splits": {"test": {
+        ...     "error": 0.2, "noisy_max_violation": 0.0, "true_max_violation": 0.01,
+        ...     "robust_max": 0.03}}}
+        >>> robust_line(b).split(": ")[1]
+        'test error 0.2000, noisy max violation 0.0000, true 0.0100, robust 0.0300'
+    """
+    def f(v: Any) -> str:
+        return "–" if v is None else f"{v:.4f}"
+
+    gammas = ", ".join(f"{k}={v:.3f}" for k, v in block["gamma"].items())
+    parts = []
+    for split, e in block["splits"].items():
+        parts.append(f"{split} error {f(e['error'])}, noisy max violation "
+                     f"{f(e['noisy_max_violation'])}, true {f(e.get('true_max_violation'))}, "
+                     f"robust {f(e['robust_max'])}")
+    return f"robust ({block['method']}, γ {gammas}): " + "; ".join(parts)
