@@ -44,6 +44,7 @@ from .problem import (
     default_steps,
     default_surrogate,
     default_temperature,
+    objective_surrogate_for,
     threshold_points,
 )
 from .projections import project_box, project_l1_ball_nonnegative, project_simplex
@@ -76,6 +77,7 @@ __all__ = [
     "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
     "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
     "box_argmin", "default_steps", "default_surrogate", "default_temperature",
+    "objective_surrogate_for",
     "evaluate_candidates", "get_preset",
     "load_solution",
     "make_multiplier_player", "materialize", "register_multiplier_strategy",

@@ -434,7 +434,7 @@ class Problem:
         if surrogate == AUTO_SURROGATE:
             surrogate = default_surrogate(self.objective, self.constraints.values())
         self.surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
-        self.objective_surrogate = _own_objective_surrogate(objective_surrogate, self.objective)
+        self.objective_surrogate = objective_surrogate_for(objective_surrogate, self.objective)
         self.leaves: list[Leaf] = leaves_of(items)
         if not self.leaves:
             raise ValueError("the problem has no rate: give a rate objective or a constraint "
@@ -567,16 +567,23 @@ class ObjectiveBound(torch.nn.Module):
         return value
 
 
-def _own_objective_surrogate(surrogate: Surrogate | str | None, objective: Expression | None
-                             ) -> Surrogate | None:
-    """``Problem(objective_surrogate=...)`` checked: an affine objective that reads rates."""
+def objective_surrogate_for(surrogate: Surrogate | str | None, objective: Expression | None
+                            ) -> Surrogate | None:
+    """``Problem(objective_surrogate=...)`` checked: an objective affine in the rates, that
+    reads some (a ``ValueError`` otherwise; ``None`` passes through).
+
+    Example:
+        >>> from fairgames.rates import error_rate
+        >>> objective_surrogate_for("logistic", error_rate()).kind
+        'logistic'
+    """
     if surrogate is None:
         return None
     surrogate = surrogate if isinstance(surrogate, Surrogate) else Surrogate(surrogate)
     if objective is not None and objective.nodes:
         raise ValueError(f"objective_surrogate needs an objective affine in the rates; "
-                         f"{objective} has ratio or ψ terms (they take the problem's "
-                         "surrogate): leave objective_surrogate unset")
+                         f"{objective} is not affine in the rates (its ratio or ψ terms take "
+                         "the problem's surrogate): leave objective_surrogate unset")
     if objective is None or not objective.affine.terms:
         raise ValueError("objective_surrogate needs an objective over rates; this problem's "
                          f"objective is {objective}")

@@ -51,6 +51,7 @@ from fairgames.game import (
     default_surrogate,
     default_temperature,
     get_preset,
+    objective_surrogate_for,
 )
 from fairgames.models import build_model, decision_threshold
 from fairgames.problems import ProblemSpec, load_problem
@@ -761,15 +762,14 @@ def _surrogate(algorithm: AlgorithmConfig, objective: Any, constraints: list[Any
 def _objective_surrogate(algorithm: AlgorithmConfig, objective: Any, scale: float
                          ) -> Surrogate | None:
     """``algorithm.objective_surrogate`` at the surrogate's ``scale`` (null: none of its own);
-    an objective that is not affine in the rates is a config error."""
+    an objective it cannot bound (:func:`objective_surrogate_for`) is a config error."""
     kind = algorithm.objective_surrogate
     if kind is None:
         return None
-    if objective.nodes or not objective.affine.terms:
-        raise ConfigError(f"algorithm.objective_surrogate={kind}: the problem's objective "
-                          f"{objective} is not affine in the rates (ratios and ψ take "
-                          "algorithm.surrogate): leave it null")
-    return Surrogate(kind, scale)
+    try:
+        return objective_surrogate_for(Surrogate(kind, scale), objective)
+    except ValueError as e:
+        raise ConfigError(f"algorithm.objective_surrogate={kind}: {e}") from e
 
 
 def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, ConstrainedOptimizer]:
