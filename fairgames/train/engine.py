@@ -390,8 +390,7 @@ class Engine:
                                           self.thresholds)
         entry["likely_infeasible"] = copt.likely_infeasible()
         # what plug-in players report of themselves (the DRO adversary's distance from p̂)
-        scalars = {k: v for p in copt.players if hasattr(p, "log_scalars")
-                   for k, v in p.log_scalars().items()}
+        scalars = {k: v for p in copt.players for k, v in p.log_scalars().items()}
         if scalars:
             entry["players"] = scalars
         self.history.append(entry)

@@ -111,6 +111,11 @@ class Player:
         """Step sizes as ``torch.optim`` parameter groups (``"player"`` tagged)."""
         return []
 
+    def log_scalars(self) -> dict[str, float]:
+        """TensorBoard scalars the player reports of itself at log time (may sync; default:
+        none), e.g. the DRO adversary's distance from p̂."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -131,3 +136,24 @@ def step_size(value: float, device: torch.device | str | None, name: str,
 def lr_group(player: Player, lr: torch.Tensor) -> dict[str, Any]:
     """The parameter group of a player whose only hyper-parameter is its step ``lr``."""
     return {"params": [], "lr": lr, "player": player.name}
+
+
+def adam_ascent(grad: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
+                t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """One Adam direction (β = 0.9, 0.999; ε = 1e-8; unscaled by the step size) with its new
+    state ``(direction, first, second, t)``; the step count ``t`` is a device tensor, where
+    ``torch.optim.Adam`` reads its own on the host. Functional: the caller keeps or discards
+    the new state (a skipped step keeps the old).
+
+    Example:
+        >>> g = torch.tensor([2.0, -0.5])
+        >>> d, m, v, t = adam_ascent(g, torch.zeros(2), torch.zeros(2), torch.zeros(()))
+        >>> [round(x, 4) for x in d.tolist()], float(t)     # the first step is sign(g)
+        ([1.0, -1.0], 1.0)
+    """
+    t = t + 1
+    first = 0.9 * first + 0.1 * grad
+    second = 0.999 * second + 0.001 * grad * grad
+    direction = (first / (1 - torch.pow(0.9, t))) / (
+        (second / (1 - torch.pow(0.999, t))).sqrt() + 1e-8)
+    return direction, first, second, t

@@ -40,7 +40,7 @@ import torch
 from fairgames.rates import Batch
 
 from ..projections import project_tv_authors, project_tv_simplex
-from .base import GameContext, Player, lr_group, step_size
+from .base import GameContext, Player, adam_ascent, lr_group, step_size
 
 OPTIMIZERS = ("sgd", "adam")
 PROJECTIONS = ("exact", "authors")
@@ -172,12 +172,10 @@ class DROPlayer(Player):
         """The ascent step ``η·g`` (SGD) or Adam's (β = 0.9, 0.999, ε = 1e-8)."""
         if self.kind == "sgd":
             return self.lr * grad
-        self.t.add_(1.0)
-        self.m1.mul_(0.9).add_(0.1 * grad)
-        self.m2.mul_(0.999).addcmul_(grad, grad, value=0.001)
-        m1 = self.m1 / (1 - 0.9 ** self.t)
-        m2 = self.m2 / (1 - 0.999 ** self.t)
-        return self.lr * m1 / (m2.sqrt() + 1e-8)
+        ascent, *state = adam_ascent(grad, self.m1, self.m2, self.t)
+        for mine, new in zip((self.m1, self.m2, self.t), state, strict=True):
+            mine.copy_(new)
+        return self.lr * ascent
 
     def _project(self, p: torch.Tensor) -> torch.Tensor:
         if self.projection == "exact":

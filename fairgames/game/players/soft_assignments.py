@@ -58,7 +58,7 @@ from ..soft_groups import (
     memberships,
 )
 from ..soft_rates import CellRates
-from .base import GameContext, Player, lr_group, step_size
+from .base import GameContext, Player, adam_ascent, lr_group, step_size
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -187,13 +187,8 @@ class SoftAssignmentPlayer(Player):
             # per-coordinate scaling would otherwise turn, e.g., "lower TPR_j for all j" into
             # a step along the simplex rows' normal that the projection then undoes
             grad = (projector[0] @ grad.reshape(-1)).view(grad.shape)
-            if self.optimizer == "adam":
-                # Adam (β = 0.9, 0.999; ε = 1e-8) ascending, its step count on the device
-                t = t + 1
-                moment = 0.9 * moment + 0.1 * grad
-                square = 0.999 * square + 0.001 * grad * grad
-                ascent = (moment / (1 - torch.pow(0.9, t))) / (
-                    (square / (1 - torch.pow(0.999, t))).sqrt() + 1e-8)
+            if self.optimizer == "adam":      # ascending, its step count on the device
+                ascent, moment, square, t = adam_ascent(grad, moment, square, t)
             else:
                 ascent = grad
             w = dykstra(w + self.lr * ascent, projector, self.projection_iterations)
