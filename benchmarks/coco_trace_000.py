@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -198,7 +197,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="L2 penalties of other logistic η whose plug-in classifier is reported")
     ap.add_argument("--cells", type=Path, default=rep.RESULTS / "reproduce_000.cells",
                     help="the Table 3 cells (UncError and baselines) to take bounds from")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="splits at a time")
+    ap.add_argument("--launcher", default="joblib",
+                    choices=("inline", "basic", "joblib", "submitit_local", "submitit_slurm"),
+                    help="the Hydra launcher that runs the splits (inline: this process)")
+    ap.add_argument("--work-dir", type=Path, default=rep.ROOT / "runs" / "coco_trace_000",
+                    help="where the launcher's jobs keep their logs")
     ap.add_argument("--out", type=Path, default=rep.RESULTS,
                     help="folder for coco_trace_000.{md,json}")
     ap.add_argument("--tables-only", action="store_true",
@@ -229,11 +233,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for s in range(a.splits)]
     for ds, s, *_ in jobs:      # fail before any work when a cell is missing
         committed_cell(a.cells, f"baselines_{ds}_s{s}")
-    if a.jobs > 1:
-        with mp.get_context("spawn").Pool(a.jobs) as pool:
-            results = pool.map(trace_split, jobs)
-    else:
+    if a.launcher == "inline":
         results = [trace_split(j) for j in jobs]
+    else:                    # one Hydra multirun (fairgames.train.launch)
+        from fairgames.train.launch import launch
+
+        results = launch(f"{Path(__file__).resolve()}:trace_split", jobs,
+                         a.work_dir / "launch", a.launcher, a.jobs)
     for r in results:
         print(f"{r['dataset']} split {r['split']}: {r['wall_s']:.0f}s", flush=True)
     md = tabulate(results, a.lrs, a.rounds)

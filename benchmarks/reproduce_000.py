@@ -36,8 +36,10 @@ Each (data set, split, method, learning rates) is a *cell*, saved in
 ``<results>/reproduce_000[.quick].cells/`` as immutable gzip JSON Lines archives
 (``benchmarks/cell_archive.py``): a run's workers write each finished cell to the folder's
 ``pending/`` scratch, packed into one new archive when the run ends (or at the next start,
-after a kill); a rerun skips the cells already saved (resumable), ``--jobs`` worker
-processes (default 2) run them. Run by hand, not in CI::
+after a kill); a rerun skips the cells already saved (resumable). The cells run as one Hydra
+multirun on ``--launcher`` (default ``joblib``, ``--jobs`` at a time, one torch thread each;
+``submitit_slurm`` on a cluster, with ``--launcher-override hydra.launcher.partition=...``;
+``inline`` runs them in this process; ``fairgames.train.launch``). Run by hand, not in CI::
 
     python benchmarks/reproduce_000.py --quick                  # minutes; *.quick.{md,json}
     python benchmarks/reproduce_000.py                          # the paper's protocol (hours)
@@ -50,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -380,7 +381,8 @@ def _worker(job: tuple[dict[str, Any], dict[str, Any], float | None]) -> tuple[s
 
 
 def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
-              unc: dict[tuple[str, int], float] | None = None) -> None:
+              unc: dict[tuple[str, int], float] | None = None, launcher: str = "inline",
+              launcher_overrides: tuple[str, ...] = ()) -> None:
     todo = []
     for c in cells:
         if load_cell(args, c) is not None:       # done (and run with these steps)
@@ -392,32 +394,37 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
         todo.append((c, args, u))
     if not todo:
         return
-    print(f"running {len(todo)} cell(s) with {jobs} job(s)", flush=True)
-    if jobs <= 1:
+    print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
+          flush=True)
+    if launcher == "inline":
         results: Iterable[tuple[str, str]] = map(_worker, todo)
-        for key, msg in results:
-            print(f"  {key}: {msg}", flush=True)
-        return
-    with mp.get_context("spawn").Pool(jobs) as pool:
-        for key, msg in pool.imap_unordered(_worker, todo):
-            print(f"  {key}: {msg}", flush=True)
+    else:
+        from fairgames.train.launch import launch
+
+        results = launch(f"{Path(__file__).resolve()}:_worker", todo,
+                         Path(args["work_dir"]) / "launch", launcher, jobs, launcher_overrides)
+    for key, msg in results:
+        print(f"  {key}: {msg}", flush=True)
 
 
 def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: dict[str, Any],
-            jobs: int) -> None:
+            jobs: int, launcher: str = "inline", launcher_overrides: tuple[str, ...] = ()
+            ) -> None:
     """UncError's cells, then the rest with its bounds; the new cells end in one archive
-    (a killed run's are packed first)."""
+    (a killed run's are packed first). ``launcher``: ``inline`` (this process) or a Hydra
+    launcher of :mod:`fairgames.train.launch`."""
+    how = {"launcher": launcher, "launcher_overrides": launcher_overrides}
     store = store_of(args)
     store.pack()
     try:
-        run_cells(unc_cells, args, jobs)
+        run_cells(unc_cells, args, jobs, **how)
         unc = {}
         for ds in args["datasets"]:
             for split in range(args["splits"]):
                 c = unc_choice(args, ds, split)
                 if c is not None:
                     unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
-        run_cells(rest, args, jobs, unc)
+        run_cells(rest, args, jobs, unc, **how)
     finally:
         archive = store.pack()
         if archive is not None:
@@ -879,7 +886,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="how the learning rates of Tables 3 and 4 are chosen on "
                              "validation: feasible first, then the objective; or TFCO's rank "
                              "heuristic over every grid point (the authors' experiments.py)")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2, help="cells at a time")
+    parser.add_argument("--launcher", default="joblib",
+                        choices=("inline", "basic", "joblib", "submitit_local",
+                                 "submitit_slurm"),
+                        help="the Hydra launcher that runs the cells (inline: this process)")
+    parser.add_argument("--launcher-override", action="append", default=[],
+                        help="a Hydra override of the launcher, e.g. "
+                             "hydra.launcher.partition=cpu (repeatable)")
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help="where reproduce_000[.quick].{md,json} and the cells go")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "reproduce_000",
@@ -918,7 +932,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     unc_cells, rest = build_cells(args)
     if not a.tables_only:
-        run_all(unc_cells, rest, args, a.jobs)
+        run_all(unc_cells, rest, args, a.jobs, a.launcher, tuple(a.launcher_override))
     per = collect(args)
     figures, units, goals, md = summarise(per, args)
     done = sum(1 for c in unc_cells + rest if cell_key(c) in store_of(args))

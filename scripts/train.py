@@ -43,6 +43,7 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
+from fairgames.train.launch import LAUNCHERS
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args
@@ -174,11 +175,16 @@ def cli() -> None:
 
 
 def _message(e: BaseException) -> str:
-    """Hydra's message and, as Hydra prints it, its OmegaConf cause's (the key and type)."""
+    """Hydra's message and, as Hydra prints it, its OmegaConf cause's (the key and type);
+    for a launcher Hydra cannot find, the plugin that provides it."""
     cause = e.__cause__
-    if isinstance(cause, OmegaConfBaseException) and str(cause) not in str(e):
-        return f"{e}\n{cause}"
-    return str(e)
+    text = str(e)
+    if isinstance(cause, OmegaConfBaseException) and str(cause) not in text:
+        text = f"{text}\n{cause}"
+    for name, (_, package) in LAUNCHERS.items():
+        if package is not None and f"'hydra/launcher/{name}'" in text:
+            text += f"\nthe {name} launcher comes with a plugin: pip install {package}"
+    return text
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@ SWEEP_DIR = "sweep"
 # The launcher a tuned run's sweep uses (hydra-joblib-launcher's config name and class).
 LAUNCHER = "joblib"
 LAUNCHER_TARGET = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+# Launchers whose jobs run side by side on this machine's cores (joblib's, submitit's local)
+SHARED_CORE_TARGETS = (LAUNCHER_TARGET,
+                       "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher")
 # Overrides of the tuned command that its jobs must not inherit: each job is one plain run
 # in its own sweep directory, and parallel progress bars would garble the terminal.
 _JOB_SETTINGS = {"trainer.tune": "null", "run_dir": "null", "trainer.progress": "false"}
@@ -139,8 +142,8 @@ def _quoted(path: Path) -> str:
 
 
 def one_thread_per_job(launcher: Mapping[str, Any] | None) -> None:
-    """Give a job of a joblib multirun one torch thread (its jobs run side by side on the
-    machine's cores); any other launch keeps torch's default.
+    """Give a job of a joblib or submitit-local multirun one torch thread (its jobs run side
+    by side on the machine's cores); any other launch (basic, slurm) keeps torch's default.
 
     Example:
         >>> before = torch.get_num_threads()
@@ -148,7 +151,7 @@ def one_thread_per_job(launcher: Mapping[str, Any] | None) -> None:
         >>> torch.get_num_threads() == before
         True
     """
-    if launcher is not None and launcher.get("_target_") == LAUNCHER_TARGET:
+    if launcher is not None and launcher.get("_target_") in SHARED_CORE_TARGETS:
         torch.set_num_threads(1)
 
 

@@ -34,7 +34,8 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
     lr = cell["COCO"]["multiplier_lr"]
     out = trace.main(["--datasets", "compas", "--splits", "1", "--lrs", str(lr),
                       "--rounds", "1", "200", "--plugin-l2s", "0.0001", "--jobs", "1",
-                      "--out", str(tmp_path)])
+                      "--launcher", "joblib", "--work-dir", str(tmp_path / "work"),
+                      "--out", str(tmp_path / "out")])
     (result,) = out["results"]
     by_rounds = {p["rounds"]: p for p in result["grid"]}
     # 200 rounds at the chosen rate is the committed cell's COCO, to the last digits
@@ -58,6 +59,9 @@ def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
         result["plugin"]["test_kld"], rel=1e-9)
     # one round moves off the plug-in classifier (COCO's first Frank-Wolfe steps minimise KLD)
     assert by_rounds[1]["train_kld"] < result["plugin"]["train_kld"]
+    # the job ran on Hydra's joblib launcher: its own sweep directory holds its return value
+    assert len(list((tmp_path / "work" / "launch").glob("*/jobs/0/return.json"))) == 1
+    tmp_path = tmp_path / "out"
     md = (tmp_path / "coco_trace_000.md").read_text()
     assert "## compas (1 split(s))" in md and f"| {lr:g} | " in md
     assert "| λ rate | 1 rounds | 200 rounds |" in md
@@ -78,7 +82,7 @@ def test_a_missing_cell_is_named(trace, tmp_path):
 
 
 def test_quick_never_overwrites_the_committed_trace(trace, tmp_path):
-    out = trace.main(["--quick", "--jobs", "1", "--out", str(tmp_path)])
+    out = trace.main(["--quick", "--launcher", "inline", "--out", str(tmp_path)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["coco_trace_000.quick.json",
                                                          "coco_trace_000.quick.md"]
     assert out["config"]["datasets"] == ["compas"] and out["config"]["rounds"] == [5, 20]

@@ -521,3 +521,27 @@ def test_a_committed_cell_rerun_equals_its_record(rep, key, tmp_path):
     assert compared and all(k in again for k in compared)
     for k in compared:
         assert again[k] == saved[k], k
+
+
+def test_cells_on_a_hydra_launcher_equal_cells_run_inline(rep, tmp_path):
+    """The cells run as one Hydra multirun (fairgames.train.launch) give the records that
+    running them in this process gives, and are saved for a rerun to skip (resumable)."""
+    import torch
+
+    cells = [{"kind": "unc", "dataset": "law", "split": 0, "theta_lr": t} for t in (0.1, 1.0)]
+    records = {}
+    threads = torch.get_num_threads()
+    try:
+        for launcher in ("inline", "basic"):
+            args = {"datasets": ["law"], "splits": 1, "theta_lrs": [0.1, 1.0], "steps": 10,
+                    "cells_dir": str(tmp_path / launcher / "cells"),
+                    "work_dir": str(tmp_path / launcher / "runs")}
+            rep.run_all(cells, [], args, 2, launcher)
+            records[launcher] = {rep.cell_key(c): rep.load_cell(args, c) for c in cells}
+    finally:
+        torch.set_num_threads(threads)          # the inline worker sets one thread
+    for key, inline in records["inline"].items():
+        launched = records["basic"][key]
+        assert launched["solutions"] == inline["solutions"], key
+        assert launched["overrides"] == inline["overrides"]
+    assert list((tmp_path / "basic" / "runs" / "launch").glob("*/jobs/1/return.json"))
