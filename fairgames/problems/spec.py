@@ -134,6 +134,11 @@ class ProblemSpec:
             regressor, its problem (11)) or ``"bgl"`` (bounded group loss, (4)): what
             ``algorithm=reduction`` plays (on ``tolerance`` and ``grid_size``); ``None``: not
             one of them.
+        objective_surrogate: the surrogate θ sees the (affine) objective through by default
+            for this problem (``"logistic"``: the cross-entropy for an error objective), where
+            the run leaves ``algorithm.objective_surrogate`` null and the algorithm's θ trains
+            on surrogates; ``None``: the constraints' own. A measured recommendation
+            (docs/solved_by_default.md), not part of the problem's meaning.
 
     Example:
         >>> spec = ProblemSpec("dp", "error()",
@@ -163,6 +168,7 @@ class ProblemSpec:
     description: str = ""
     grid_size: int = DEFAULT_GRID_SIZE
     reduction: str | None = None
+    objective_surrogate: str | None = None
 
     def __post_init__(self) -> None:
         if self.reduction not in REDUCTION_GAMES:

@@ -99,6 +99,9 @@ class ProblemConfig:
     null (:func:`fairgames.train.data.apply_recipe`). ``grid_size`` is N of the name
     ``thresholds`` (the grid 1/N, ..., 1). ``reduction`` (``sp`` / ``bgl`` / null) names
     the paper-003 game the problem is, which ``algorithm=reduction`` plays.
+    ``objective_surrogate`` is the θ surrogate of the objective this problem defaults to
+    where ``algorithm.objective_surrogate`` is null (demographic parity: ``logistic``,
+    measured in docs/solved_by_default.md); null: the constraints' surrogate.
 
     Example:
         >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
@@ -120,6 +123,7 @@ class ProblemConfig:
     recipe: dict[str, Any] = field(default_factory=dict)
     grid_size: int = 40
     reduction: str | None = None
+    objective_surrogate: str | None = None
 
 
 @dataclass
@@ -166,9 +170,10 @@ class AlgorithmConfig:
     The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
     of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
     indicator; ``auto``: the sigmoid for KLD or ratios on both sides, else the hinge,
-    :func:`fairgames.game.default_surrogate`), ``objective_surrogate`` (null: the same; a
-    kind: θ's stand-in for an affine objective's rates alone, ``Problem(objective_surrogate=)``
-    — ``logistic`` on the error is the cross-entropy), its ``temperature`` (the scale of the
+    :func:`fairgames.game.default_surrogate`), ``objective_surrogate`` (null: the problem's
+    ``problem.objective_surrogate``, else the same; ``none``: the same whatever the problem
+    says; a kind: θ's stand-in for an affine objective's rates alone,
+    ``Problem(objective_surrogate=)`` — ``logistic`` on the error is the cross-entropy), its ``temperature`` (the scale of the
     margin it reads; null: :func:`fairgames.game.default_temperature`, 1 on classifier
     scores, 0.05 on threshold rates of predictions in [0, 1]) and ``ratio_floor``. Every other
     ``algorithm.<key>`` is declared by a player class (``config_keys``,
@@ -434,6 +439,10 @@ def _check_problem(c: DictConfig, check: Checks) -> None:
 
     p = c.problem
     check.choice("problem.tolerance_kind", p.tolerance_kind, TOLERANCE_KINDS)
+    if p.get("objective_surrogate") is not None:
+        from fairgames.rates.surrogates import KINDS
+
+        check.choice("problem.objective_surrogate", p.objective_surrogate, KINDS)
     if p.tolerance is not None and not math.isfinite(p.tolerance):
         check.bad("problem.tolerance", p.tolerance, "must be finite")
     if not 0.0 < p.baseline_fraction <= 1.0:
@@ -481,7 +490,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
     check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
     if a.get("objective_surrogate") is not None:
-        check.choice("algorithm.objective_surrogate", a.objective_surrogate, KINDS)
+        check.choice("algorithm.objective_surrogate", a.objective_surrogate, (*KINDS, "none"))
     check.positive("algorithm.temperature", a.get("temperature"), allow_none=True)
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
@@ -525,7 +534,8 @@ def _check_reduction_settings(c: DictConfig, check: Checks) -> None:
         return
     for name, default in (("surrogate", "auto"), ("objective_surrogate", None),
                           ("temperature", None)):
-        if a.get(name) != default:
+        if a.get(name) != default and not (name == "objective_surrogate"
+                                           and a.get(name) == "none"):
             check.bad(f"algorithm.{name}", a.get(name), "algorithm=reduction's best responses "
                       "fit the exact Lagrangian (no surrogate): leave it at "
                       f"{'null' if default is None else default}")

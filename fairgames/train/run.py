@@ -731,8 +731,8 @@ def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem
         objective, constraints = built.objective, built.constraints
         surrogate = _surrogate(algorithm, objective, constraints)
         problem = Problem(objective, constraints, surrogate=surrogate,
-                          objective_surrogate=_objective_surrogate(algorithm, objective,
-                                                                   surrogate.scale),
+                          objective_surrogate=_objective_surrogate(
+                              algorithm, spec.objective_surrogate, objective, surrogate.scale),
                           ratio_floor=algorithm.ratio_floor)
         statements = {"name": spec.name, "description": spec.description,
                       "objective": spec.objective, "constraints": dict(spec.statements()),
@@ -759,17 +759,21 @@ def _surrogate(algorithm: AlgorithmConfig, objective: Any, constraints: list[Any
     return Surrogate(kind, scale)
 
 
-def _objective_surrogate(algorithm: AlgorithmConfig, objective: Any, scale: float
-                         ) -> Surrogate | None:
-    """``algorithm.objective_surrogate`` at the surrogate's ``scale`` (null: none of its own);
-    an objective it cannot bound (:func:`objective_surrogate_for`) is a config error."""
-    kind = algorithm.objective_surrogate
-    if kind is None:
+def _objective_surrogate(algorithm: AlgorithmConfig, problem_default: str | None,
+                         objective: Any, scale: float) -> Surrogate | None:
+    """``algorithm.objective_surrogate`` at the surrogate's ``scale``: null takes the
+    problem's ``objective_surrogate`` (none where the algorithm is the paper-003 reduction,
+    which fits the exact Lagrangian), ``none`` none of its own; an objective it cannot bound
+    (:func:`objective_surrogate_for`) is a config error naming the key that asked."""
+    kind, key = algorithm.objective_surrogate, "algorithm.objective_surrogate"
+    if kind is None and algorithm.name != REDUCTION:
+        kind, key = problem_default, "problem.objective_surrogate"
+    if kind in (None, "none"):
         return None
     try:
         return objective_surrogate_for(Surrogate(kind, scale), objective)
     except ValueError as e:
-        raise ConfigError(f"algorithm.objective_surrogate={kind}: {e}") from e
+        raise ConfigError(f"{key}={kind}: {e}") from e
 
 
 def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, ConstrainedOptimizer]:

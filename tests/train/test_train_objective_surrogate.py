@@ -28,3 +28,34 @@ def test_objective_surrogate_is_refused_where_it_cannot_apply(compose_cfg):
     with pytest.raises(ConfigError, match="algorithm.objective_surrogate"):
         validate(compose_cfg("algorithm=reduction", "problem=sp_regression", "data=law",
                              "algorithm.objective_surrogate=logistic"))
+
+
+def test_demographic_parity_defaults_to_the_logistic_objective(train_run):
+    """The catalog's demographic parity recommends θ's logistic objective (measured in
+    docs/solved_by_default.md); ``none`` turns it off; other problems keep the hinge; the two
+    runs differ (the recommendation reaches θ) and both report the 0/1 error."""
+    dp = train_run("dp_default", "problem=demographic_parity")
+    off = train_run("dp_none", "problem=demographic_parity", "algorithm.objective_surrogate=none")
+    assert dp.results["training"]["objective_surrogate"] == "logistic"
+    assert off.results["training"]["objective_surrogate"] is None
+    assert dp.results["config"]["problem"]["objective_surrogate"] == "logistic"
+    a, b = (r.results["training"]["objective_weight"] for r in (dp, off))
+    final = [r.results["solutions"]["final"]["train"]["objective"] for r in (dp, off)]
+    assert (a, final[0]) != (b, final[1])
+    for r in (dp, off):
+        train = r.results["solutions"]["recommended"]["train"]
+        assert train["objective"] == pytest.approx(train["error"])
+
+
+def test_a_problems_objective_surrogate_is_checked(compose_cfg):
+    with pytest.raises(ConfigError, match="problem.objective_surrogate"):
+        validate(compose_cfg("problem=demographic_parity",
+                             "problem.objective_surrogate=cross_entropy"))
+    # the problem's own recommendation on an objective it cannot bound names the problem key
+    with pytest.raises(ConfigError, match="problem.objective_surrogate=logistic"):
+        run(compose_cfg("data=synthetic", "data.n=600", "trainer=smoke", "trainer.steps=5",
+                        "problem=demographic_parity", "problem.objective='1 - fmeasure()'"))
+    # algorithm=reduction fits the exact Lagrangian: the problem's recommendation is not used,
+    # and `none` is accepted there
+    validate(compose_cfg("algorithm=reduction", "problem=sp_regression", "data=law",
+                         "algorithm.objective_surrogate=none"))
