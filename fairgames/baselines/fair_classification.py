@@ -64,7 +64,7 @@ import torch
 
 from ._checks import ArrayLike, BaselineError, as_features, as_groups
 from .logistic import LogisticRegression
-from .regression import _targets
+from .regression import unit_targets
 
 DEFAULT_LAMBDAS = (-0.5, -0.25, 0.0, 0.25, 0.5)
 """The paper code's FC grid, ``np.linspace(-0.5, 0.5, 5)`` (``grid_class.py``)."""
@@ -155,7 +155,7 @@ class FairClassification:
         """Fit one model per grid point on features ``[n, d]``, targets in [0, 1] ``[n]`` and
         group codes ``[n]`` (≥ 2 groups); returns ``self``."""
         x = as_features(features)
-        labels = (_targets(targets, len(x)) >= self.threshold).double()
+        labels = (unit_targets(targets, len(x)) >= self.threshold).double()
         if bool((labels == labels[0]).all()):
             raise BaselineError(f"every target is {'≥' if labels[0] else '<'} the threshold "
                                 f"{self.threshold}: fair classification needs both classes "

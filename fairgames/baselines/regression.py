@@ -42,7 +42,14 @@ def _design(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x.double(), torch.ones(len(x), 1, dtype=torch.float64)], 1)
 
 
-def _targets(y: ArrayLike, n: int) -> torch.Tensor:
+def unit_targets(y: ArrayLike, n: int) -> torch.Tensor:
+    """``n`` targets as a float64 vector, refused unless in [0, 1] (paper 003's scale; the
+    regression baselines and FC's thresholded labels read it).
+
+    Example:
+        >>> unit_targets([0.0, 0.5, 1.0], 3).tolist()
+        [0.0, 0.5, 1.0]
+    """
     t = as_vector(y, "targets", n=n)
     if bool(((t < 0) | (t > 1)).any()):
         raise BaselineError("targets must lie in [0, 1] (paper 003): rescale them first")
@@ -94,7 +101,7 @@ class BoundedLogisticRegression(_Linear):
 
     def fit(self, features: ArrayLike, targets: ArrayLike) -> BoundedLogisticRegression:
         a = _design(as_features(features))
-        y = _targets(targets, len(a))
+        y = unit_targets(targets, len(a))
         beta = torch.zeros(a.shape[1], dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([beta], lr=1.0, max_iter=self.max_iter,
                                 line_search_fn="strong_wolfe", tolerance_grad=1e-10,

@@ -167,23 +167,23 @@ class AlgorithmConfig:
     """A preset of paper 000 Table 2 (``fairgames.game.PRESETS``, ``algorithm.name``) and the
     settings of its players.
 
-    The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place
-    of the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
+    The keys every preset shares are fields: ``name``; ``multipliers``, a λ strategy in place of
+    the preset's; and the problem's ``surrogate`` (the θ-player's stand-in for the 0/1
     indicator; ``auto``: the sigmoid for KLD or ratios on both sides, else the hinge,
     :func:`fairgames.game.default_surrogate`), ``objective_surrogate`` (null: the problem's
     ``problem.objective_surrogate``, else the same; ``none``: the same whatever the problem
     says; a kind: θ's stand-in for an affine objective's rates alone,
-    ``Problem(objective_surrogate=)`` — ``logistic`` on the error is the cross-entropy), its ``temperature`` (the scale of the
-    margin it reads; null: :func:`fairgames.game.default_temperature`, 1 on classifier
-    scores, 0.05 on threshold rates of predictions in [0, 1]) and ``ratio_floor``. Every other
-    ``algorithm.<key>`` is declared by a player class (``config_keys``,
-    :class:`fairgames.game.ConfigKey`) and lands in ``settings``:
-    ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
-    ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the
-    strategy's), ``multiplier_optimizer`` (``sgd``/``adam``/``adagrad`` stepping a
-    gradient-ascent λ-player, TFCO's ``constraint_optimizer``), ``slack_lr``, ``psi_steps``.
-    A key is accepted for a preset when one of its players (after ``multipliers``) declares
-    it; the Hydra schema of the group is :func:`algorithm_schema`.
+    ``Problem(objective_surrogate=)`` — ``logistic`` on the error is the cross-entropy), its
+    ``temperature`` (the scale of the margin it reads; null:
+    :func:`fairgames.game.default_temperature`, 1 on classifier scores, 0.05 on threshold rates
+    of predictions in [0, 1]) and ``ratio_floor``. Every other ``algorithm.<key>`` is declared
+    by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in
+    ``settings``: ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
+    ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the strategy's),
+    ``multiplier_optimizer`` (``sgd``/``adam``/``adagrad`` stepping a gradient-ascent λ-player,
+    TFCO's ``constraint_optimizer``), ``slack_lr``, ``psi_steps``. A key is accepted for a
+    preset when one of its players (after ``multipliers``) declares it; the Hydra schema of the
+    group is :func:`algorithm_schema`.
 
     Example:
         >>> a = AlgorithmConfig.from_mapping({"name": "lagrangian", "multiplier_lr": 0.1})
