@@ -30,12 +30,13 @@ def test_objective_surrogate_is_refused_where_it_cannot_apply(compose_cfg):
                              "algorithm.objective_surrogate=logistic"))
 
 
-def test_demographic_parity_defaults_to_the_logistic_objective(train_run):
-    """The catalog's demographic parity recommends θ's logistic objective (measured in
-    docs/solved_by_default.md); ``none`` turns it off; other problems keep the hinge; the two
-    runs differ (the recommendation reaches θ) and both report the 0/1 error."""
-    dp = train_run("dp_default", "problem=demographic_parity")
-    off = train_run("dp_none", "problem=demographic_parity", "algorithm.objective_surrogate=none")
+def test_a_problems_objective_surrogate_is_the_default_and_none_turns_it_off(train_run):
+    """``problem.objective_surrogate`` (a problem file's recommendation) reaches θ where
+    ``algorithm.objective_surrogate`` is null; ``none`` turns it off; the two runs differ
+    and both report the 0/1 error."""
+    rec = ("problem=demographic_parity", "problem.objective_surrogate=logistic")
+    dp = train_run("dp_logistic", *rec)
+    off = train_run("dp_none", *rec, "algorithm.objective_surrogate=none")
     assert dp.results["training"]["objective_surrogate"] == "logistic"
     assert off.results["training"]["objective_surrogate"] is None
     assert dp.results["config"]["problem"]["objective_surrogate"] == "logistic"
@@ -54,7 +55,8 @@ def test_a_problems_objective_surrogate_is_checked(compose_cfg):
     # the problem's own recommendation on an objective it cannot bound names the problem key
     with pytest.raises(ConfigError, match="problem.objective_surrogate=logistic"):
         run(compose_cfg("data=synthetic", "data.n=600", "trainer=smoke", "trainer.steps=5",
-                        "problem=demographic_parity", "problem.objective='1 - fmeasure()'"))
+                        "problem=demographic_parity", "problem.objective_surrogate=logistic",
+                        "problem.objective='1 - fmeasure()'"))
     # algorithm=reduction fits the exact Lagrangian: the problem's recommendation is not used,
     # and `none` is accepted there
     validate(compose_cfg("algorithm=reduction", "problem=sp_regression", "data=law",
