@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -218,3 +221,47 @@ def test_a_grid_rounded_regressor_is_traced_when_it_cannot_be_scripted(tmp_path)
     assert len(predictor.scores(x).unique()) > 3          # several cells, not a constant
     with pytest.raises(ValueError, match="give input_dim"):
         Predictor(GridRounded(inner, 10), label_kind="real").to_torchscript()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _predict(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "predict.py"), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("solution", ["recommended", "stochastic", "final"])
+def test_predict_script_matches_predict_proba_chunk_by_chunk(table_run, tmp_path, solution):
+    run_dir, _ = table_run
+    new = people(n=250, seed=1).drop(columns="y")         # new rows, missing values included
+    new.insert(0, "id", np.arange(1000, 1250))
+    new.to_csv(tmp_path / "new.csv", index=False)
+    out = _predict(str(run_dir), "--data", str(tmp_path / "new.csv"), "--out",
+                   str(tmp_path / "preds.csv"), "--solution", solution, "--chunk-size", "37",
+                   "--keep", "id", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    preds = pd.read_csv(tmp_path / "preds.csv")
+    assert list(preds.columns) == ["id", "predict_proba", "predict"]
+    assert preds["id"].tolist() == list(range(1000, 1250))
+    predictor = load_run(run_dir).solutions[solution]
+    expected = predictor.predict_proba(new).numpy()       # the whole table at once
+    np.testing.assert_array_equal(preds["predict_proba"].to_numpy(), expected)
+    assert set(preds["predict"].unique()) <= {0.0, 1.0}
+    if not predictor.is_mixture:
+        np.testing.assert_array_equal(preds["predict"].to_numpy(), expected)
+
+
+def test_predict_script_on_a_packaged_data_run_reads_the_encoded_features(mlp_run, tmp_path):
+    loaded = load_run(mlp_run)
+    test = loaded.data_splits().test
+    pd.DataFrame(test.features.numpy(), columns=test.feature_names).to_parquet(
+        tmp_path / "x.parquet")
+    out = _predict(str(mlp_run), "--data", str(tmp_path / "x.parquet"), "--out",
+                   str(tmp_path / "p.csv"), "--chunk-size", "50", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    np.testing.assert_array_equal(pd.read_csv(tmp_path / "p.csv")["predict_proba"].to_numpy(),
+                                  loaded.recommended.predict_proba(test.features).numpy())
+    bad = _predict(str(tmp_path), "--data", str(tmp_path / "x.parquet"), "--out",
+                   str(tmp_path / "q.csv"), cwd=tmp_path)
+    assert bad.returncode == 1 and "has no run.json" in bad.stderr
