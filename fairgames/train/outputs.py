@@ -20,6 +20,7 @@ from fairgames.game.solutions import save_solution
 
 from .config import TrainerConfig
 from .engine import Engine, unique_names
+from .group_tables import write_tables
 from .logger import RunLogger
 from .report import SPLITS, largest_violation, plot_dynamics, render_report, write_json
 
@@ -48,6 +49,7 @@ def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str,
     for every solution file)."""
     write_json(results, run_dir / "results.json")
     (run_dir / "report.md").write_text(render_report(results, statements))
+    write_tables(results, run_dir)          # groups.csv, constraints.csv
     for name, solution in solutions.items():
         # recommended.pt says what it is and why (results.json's training.recommended)
         why = {"choice": results["training"]["recommended"]} if name == "recommended" else {}

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from .group_tables import CONSTRAINTS_FILE, GROUPS_FILE, NOT_SUMMARISED, group_frame, summary
+
 SCHEMA_VERSION = 3     # the history of its changes: CHANGELOG.md
 # The recommended solution (the one to deploy) first, then the run's three others.
 SOLUTIONS = ("recommended", "final", "best_iterate", "stochastic")
@@ -197,8 +199,12 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         groups = sol[s]["test"]["groups"]
         title = "rates" if kind == "binary" else "losses"
         out += [f"## Per-group {title}: {s}, test split", ""]
-        rows = [[g] + [rates.get(r) for r in columns] for g, rates in groups.items()]
-        out += [_table(["group", *columns], rows), ""]
+        rows = [[g, _count(rates.get("count"))] + [rates.get(r) for r in columns]
+                for g, rates in groups.items()]
+        out += [_table(["group", "count", *columns], rows + _summary_rows(groups, columns)), ""]
+    out += [f"Difference: max − min over the groups; ratio: min / max (as fairlearn's "
+            f"MetricFrame). Every solution and split: `{GROUPS_FILE}`; constraints with "
+            f"intervals: `{CONSTRAINTS_FILE}`.", ""]
     out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
     if "recommended" in tr:
         rec = tr["recommended"]
@@ -214,6 +220,21 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out += ["", _table(["multiplier row", "λ"], list(tr["multipliers"].items()))]
     out.append("")
     return "\n".join(out)
+
+
+def _summary_rows(groups: Mapping[str, Any], columns: Sequence[str]) -> list[list[Any]]:
+    """The between-group ``difference`` and ``ratio`` rows of a per-group table (``None``
+    where undefined; ``share`` not summarised)."""
+    table = summary(group_frame(groups))
+    return [[name, "–"] + ["–" if c in NOT_SUMMARISED else None
+                           if c not in table or math.isnan(table.loc[name, c])
+                           else float(table.loc[name, c]) for c in columns]
+            for name in table.index]
+
+
+def _count(v: float | None) -> float | int | None:
+    """A group's count as an integer when it is one (soft groups' counts are fractional)."""
+    return int(v) if v is not None and float(v).is_integer() else v
 
 
 def _with_interval(entry: Mapping[str, Any]) -> str:

@@ -9,6 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from fairlearn.metrics import MetricFrame, count, false_positive_rate, selection_rate
+from sklearn.metrics import accuracy_score, precision_score, recall_score
+
+from fairgames.data import from_frame
+from fairgames.train import fit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,3 +36,64 @@ def test_run_dir_holds_the_hydra_record_and_the_log(tmp_path):
     summary = done.stdout.splitlines()[0]
     assert summary.startswith(f"{run_dir}: recommended") and summary in log
     assert "[fairgames.train.engine]" not in done.stdout    # the console shows prints only
+
+
+@pytest.fixture(scope="module")
+def table_fit(tmp_path_factory):
+    """A three-group table trained with fit, bootstrap intervals on."""
+    rng = np.random.default_rng(0)
+    n = 900
+    race = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(2 * x + (race == "a") - 0.5)))).astype(int)
+    frame = pd.DataFrame({"x": x, "z": rng.normal(size=n), "race": race, "y": y})
+    splits = from_frame(frame, target="y", protected="race", seed=0)
+    run_dir = tmp_path_factory.mktemp("groups")
+    result = fit(torch.nn.Linear(splits.train.num_features, 1), "demographic_parity", splits,
+                 protected="race", trainer={"steps": 30, "bootstrap": 50}, run_dir=run_dir)
+    return result, splits, run_dir
+
+
+def test_group_summaries_match_fairlearns_metric_frame(table_fit):
+    result, splits, run_dir = table_fit
+    test = splits.test
+    with torch.no_grad():
+        pred = (result.model(test.features).reshape(-1) > 0).int().numpy()
+    y = test.labels.int().numpy()
+    names = np.array(test.group_names["race"])[test.groups["race"].numpy()]
+    frame = MetricFrame(
+        metrics={"count": count, "positive_rate": selection_rate, "tpr": recall_score,
+                 "fpr": false_positive_rate, "precision": precision_score,
+                 "error": lambda t, p: 1.0 - accuracy_score(t, p)},
+        y_true=y, y_pred=pred, sensitive_features=pd.Series(names, name="race"))
+    table = pd.read_csv(run_dir / "groups.csv")
+    final = table[(table.solution == "final") & (table.split == "test")].set_index("group")
+    for metric in ("positive_rate", "tpr", "fpr", "precision", "error"):
+        assert final.loc["difference", metric] == pytest.approx(
+            frame.difference()[metric], abs=1e-6), metric
+        assert final.loc["ratio", metric] == pytest.approx(frame.ratio()[metric], abs=1e-6), \
+            metric
+        for value in ("a", "b", "c"):
+            assert final.loc[f"race={value}", metric] == pytest.approx(
+                frame.by_group.loc[value, metric], abs=1e-6)
+    for value in ("a", "b", "c"):
+        assert final.loc[f"race={value}", "count"] == frame.by_group.loc[value, "count"]
+    assert np.isnan(final.loc["difference", "count"])        # counts are not summarised
+    report = (run_dir / "report.md").read_text()
+    assert "| difference | – | – |" in report and "| race=c | " in report
+
+
+def test_constraints_csv_carries_the_intervals(table_fit):
+    result, _, run_dir = table_fit
+    table = pd.read_csv(run_dir / "constraints.csv")
+    results = result.results["solutions"]
+    assert len(table) == sum(len(m["constraints"]) for s in results.values()
+                             for m in s.values())
+    for row in table.itertuples():
+        c = results[row.solution][row.split]["constraints"][row.constraint]
+        assert row.value == pytest.approx(c["value"], abs=1e-12)
+        if c["interval"] is None:
+            assert np.isnan(row.interval_low)
+        else:
+            assert (row.interval_low, row.interval_high) == pytest.approx(c["interval"])
+    assert table[table.split == "test"].interval_low.notna().any()
