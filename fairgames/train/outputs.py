@@ -38,7 +38,11 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
     if trainer.plots and engine.history:
         rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
                                   strict=True) if k == "constraint"]
-        plot_dynamics(engine.history, run_dir / "dynamics.png", rows)
+        plot_dynamics(engine.history, run_dir / "dynamics.png", rows,
+                      split="held-out " + trainer.constraint_split
+                      if trainer.constraint_split != "train" else "train",
+                      minibatch=trainer.batch_size is not None,
+                      tolerance=statements.get("tolerance"))
     log_final(logger, engine.step, results)
 
 

@@ -5,6 +5,7 @@ plot names its split, draws the bound, smooths minibatch curves and marks infini
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,56 @@ def test_constraints_csv_carries_the_intervals(table_fit):
         else:
             assert (row.interval_low, row.interval_high) == pytest.approx(c["interval"])
     assert table[table.split == "test"].interval_low.notna().any()
+
+
+def _history(n: int = 40) -> list[dict]:
+    rng = np.random.default_rng(0)
+    out = []
+    for step in range(1, n + 1):
+        g = float(0.1 - step / n * 0.2 + rng.normal(0, 0.05))
+        out.append({"step": step, "objective_true": 0.3 + rng.normal(0, 0.02),
+                    "objective_surrogate": None, "constraints": {"eo": g},
+                    "multipliers": {"eo": 0.1 * step}, "objective_weight": 1.0})
+    out[10]["objective_true"] = math.inf
+    out[12]["constraints"]["eo"] = math.nan
+    return out
+
+
+def test_the_dynamics_plot_names_its_split_draws_the_bound_and_marks_infinite_values():
+    import matplotlib.pyplot as plt
+
+    from fairgames.train.report import dynamics_figure, smoothed
+    history = _history()
+    fig = dynamics_figure(history, split="held-out validation", minibatch=True, tolerance=0.05)
+    try:
+        objective, constraints, _ = fig.axes
+        assert "train, minibatches" in objective.get_title()
+        assert "held-out validation, minibatches" in constraints.get_title()
+        labels = {line.get_label(): line for line in constraints.get_lines()}
+        assert "g = 0: the bound (tolerance 0.05 included)" in labels
+        assert list(labels["g = 0: the bound (tolerance 0.05 included)"].get_ydata()) == [0, 0]
+        # raw curve faint, the smoothed one labelled and equal to the moving average
+        raw = [ln for ln in constraints.get_lines() if ln.get_alpha() == 0.25]
+        assert len(raw) == 1
+        values = [h["constraints"]["eo"] for h in history]
+        np.testing.assert_allclose(labels["eo"].get_ydata(), smoothed(values))
+        assert np.std(np.diff(labels["eo"].get_ydata()[14:])) < np.std(
+            np.diff(np.asarray(values)[14:]))
+        # the infinite objective and the NaN constraint are marked at their steps
+        marks = {ln.get_label(): list(ln.get_xdata()) for ax in (objective, constraints)
+                 for ln in ax.get_lines() if ln.get_marker() == "x"}
+        assert marks == {"true: not finite": [11], "eo: not finite": [13]}
+    finally:
+        plt.close(fig)
+
+
+def test_a_full_batch_plot_is_not_smoothed():
+    import matplotlib.pyplot as plt
+
+    from fairgames.train.report import dynamics_figure
+    fig = dynamics_figure(_history(), minibatch=False)
+    try:
+        assert all(ln.get_alpha() is None for ax in fig.axes for ln in ax.get_lines())
+        assert "train, full batch" in fig.axes[1].get_title()
+    finally:
+        plt.close(fig)
