@@ -26,6 +26,7 @@ data file exits with status 1.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
@@ -46,7 +47,7 @@ from fairgames.train.checkpoint import NoCheckpointError
 from fairgames.train.launch import LAUNCHERS
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
-from fairgames.train.resume import hydra_resume_args
+from fairgames.train.resume import hydra_resume_args, hydra_run_dir_args
 from fairgames.train.robust import robust_line
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
@@ -57,6 +58,15 @@ CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 CONFIG_ERRORS = (ConfigCompositionException, OverrideParseException, OmegaConfBaseException,
                  ConfigError, ProblemError)
 FULL_ERROR = "HYDRA_FULL_ERROR"
+# Hydra's job logging writes the root logger to <run dir>/train.log only (configs/train.yaml):
+# the lines printed here, and the engine's log intervals, are also in the run's log.
+LOG = logging.getLogger("fairgames")
+
+
+def say(text: str, err: bool = False) -> None:
+    """Print ``text`` (to stderr with ``err``) and write it to the run's ``train.log``."""
+    print(text, file=sys.stderr if err else sys.stdout)
+    LOG.log(logging.ERROR if err else logging.INFO, text)
 
 
 @hydra.main(config_path=CONFIGS, config_name="train", version_base="1.3")
@@ -64,32 +74,33 @@ def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = cfg.run_dir or hydra_cfg.runtime.output_dir
     one_thread_per_job(hydra_cfg.get("launcher"))
+    LOG.info("run directory %s; overrides: %s", run_dir, " ".join(hydra_cfg.overrides.task))
     if cfg.trainer.tune is not None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
     try:
         result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
     except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        say(f"error: {e}", err=True)
         sys.exit(2)
     except (DataError, CheckpointError) as e:   # a file missing or damaged: the message says
-        print(f"error: {e}", file=sys.stderr)     # what to do
+        say(f"error: {e}", err=True)                 # what to do
         sys.exit(1)
     except RunInterrupted as e:
-        print(f"interrupted: {e}", file=sys.stderr)
+        say(f"interrupted: {e}", err=True)
         if e.checkpoint is not None:
-            print(f"resume with: {resume_command(e.run_dir)}", file=sys.stderr)
+            say(f"resume with: {resume_command(e.run_dir)}", err=True)
         sys.exit(e.exit_status)
     if result.results is None:
-        print(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
-              f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
+        say(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
+            f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
         return None
-    print(summary_line(result.run_dir, result.results))
+    say(summary_line(result.run_dir, result.results))
     if "robust" in result.results:           # noisy groups: true / noisy / robust per split
-        print(robust_line(result.results["robust"]))
+        say(robust_line(result.results["robust"]))
     reduction = result.results["training"].get("reduction")
     if reduction is not None:                 # algorithm=reduction: how it ended, plainly
-        print(outcome_line(reduction))
-    print("\n".join(verdict_lines(result.results["verdict"])))
+        say(outcome_line(reduction))
+    say("\n".join(verdict_lines(result.results["verdict"])))
     return result.results["solutions"]["recommended"]["test"]["objective"]
 
 
@@ -134,18 +145,18 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
         validate(cfg)
         record = tune(cfg, run_dir, overrides, script=Path(__file__).resolve())
     except (ConfigError, ProblemError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        say(f"error: {e}", err=True)
         sys.exit(2)
     except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        say(f"error: {e}", err=True)
         sys.exit(1)
     chosen = next(c for c in record["candidates"] if c["chosen"])
     settings = ", ".join(f"{k}={v}" for k, v in chosen["settings"].items())
-    print(f"{run_dir}: tuned on validation over {len(record['candidates'])} runs; chose job "
-          f"{record['chosen']} ({settings}): {record['reason']}")
+    say(f"{run_dir}: tuned on validation over {len(record['candidates'])} runs; chose job "
+        f"{record['chosen']} ({settings}): {record['reason']}")
     results = json.loads((Path(run_dir) / "results.json").read_text())
-    print(summary_line(run_dir, results))
-    print("\n".join(verdict_lines(results["verdict"])))
+    say(summary_line(run_dir, results))
+    say("\n".join(verdict_lines(results["verdict"])))
     return results["solutions"]["recommended"]["test"]["objective"]
 
 
@@ -189,4 +200,5 @@ def _message(e: BaseException) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
+    sys.argv[1:] = hydra_run_dir_args(sys.argv[1:])  # run_dir=...: .hydra/ and train.log there
     cli()

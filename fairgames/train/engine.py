@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import signal
 import threading
@@ -57,6 +58,9 @@ from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table, parity_gaps
 from .logger import RunLogger
+
+# Each log interval's line (train.log under scripts/train.py); read at log time, no extra sync.
+LOG = logging.getLogger(__name__)
 
 ENGINE_FORMAT = 2
 """Version of :meth:`Engine.state_dict`'s layout; 2 holds the game's per-player state
@@ -396,6 +400,8 @@ class Engine:
         self.history.append(entry)
         if self.logger is not None:
             self.logger.scalars(self.step, _tags(entry, equality))
+        LOG.info("step %d/%d: objective %.4g, max violation %.4g", self.step, self.steps,
+                 entry["objective_true"], entry["max_violation"])
         return entry
 
     def _check_finite(self) -> None:

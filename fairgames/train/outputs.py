@@ -20,6 +20,7 @@ from fairgames.game.solutions import save_solution
 
 from .config import TrainerConfig
 from .engine import Engine, unique_names
+from .group_tables import write_tables
 from .logger import RunLogger
 from .report import SPLITS, largest_violation, plot_dynamics, render_report, write_json
 
@@ -37,7 +38,11 @@ def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[st
     if trainer.plots and engine.history:
         rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
                                   strict=True) if k == "constraint"]
-        plot_dynamics(engine.history, run_dir / "dynamics.png", rows)
+        plot_dynamics(engine.history, run_dir / "dynamics.png", rows,
+                      split="held-out " + trainer.constraint_split
+                      if trainer.constraint_split != "train" else "train",
+                      minibatch=trainer.batch_size is not None,
+                      tolerance=statements.get("tolerance"))
     log_final(logger, engine.step, results)
 
 
@@ -48,6 +53,7 @@ def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str,
     for every solution file)."""
     write_json(results, run_dir / "results.json")
     (run_dir / "report.md").write_text(render_report(results, statements))
+    write_tables(results, run_dir)          # groups.csv, constraints.csv
     for name, solution in solutions.items():
         # recommended.pt says what it is and why (results.json's training.recommended)
         why = {"choice": results["training"]["recommended"]} if name == "recommended" else {}

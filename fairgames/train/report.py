@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from .group_tables import CONSTRAINTS_FILE, GROUPS_FILE, NOT_SUMMARISED, group_frame, summary
+
 SCHEMA_VERSION = 3     # the history of its changes: CHANGELOG.md
 # The recommended solution (the one to deploy) first, then the run's three others.
 SOLUTIONS = ("recommended", "final", "best_iterate", "stochastic")
@@ -197,8 +199,12 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         groups = sol[s]["test"]["groups"]
         title = "rates" if kind == "binary" else "losses"
         out += [f"## Per-group {title}: {s}, test split", ""]
-        rows = [[g] + [rates.get(r) for r in columns] for g, rates in groups.items()]
-        out += [_table(["group", *columns], rows), ""]
+        rows = [[g, _count(rates.get("count"))] + [rates.get(r) for r in columns]
+                for g, rates in groups.items()]
+        out += [_table(["group", "count", *columns], rows + _summary_rows(groups, columns)), ""]
+    out += [f"Difference: max − min over the groups; ratio: min / max (as fairlearn's "
+            f"MetricFrame). Every solution and split: `{GROUPS_FILE}`; constraints with "
+            f"intervals: `{CONSTRAINTS_FILE}`.", ""]
     out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
     if "recommended" in tr:
         rec = tr["recommended"]
@@ -214,6 +220,21 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out += ["", _table(["multiplier row", "λ"], list(tr["multipliers"].items()))]
     out.append("")
     return "\n".join(out)
+
+
+def _summary_rows(groups: Mapping[str, Any], columns: Sequence[str]) -> list[list[Any]]:
+    """The between-group ``difference`` and ``ratio`` rows of a per-group table (``None``
+    where undefined; ``share`` not summarised)."""
+    table = summary(group_frame(groups))
+    return [[name, "–"] + ["–" if c in NOT_SUMMARISED else None
+                           if c not in table or math.isnan(table.loc[name, c])
+                           else float(table.loc[name, c]) for c in columns]
+            for name in table.index]
+
+
+def _count(v: float | None) -> float | int | None:
+    """A group's count as an integer when it is one (soft groups' counts are fractional)."""
+    return int(v) if v is not None and float(v).is_integer() else v
 
 
 def _with_interval(entry: Mapping[str, Any]) -> str:
@@ -250,43 +271,103 @@ def verdict_section(verdict: Mapping[str, Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- dynamics.png
-def plot_dynamics(history: Sequence[Mapping[str, Any]], path: Path,
-                  constraint_rows: Sequence[str] | None = None, max_lines: int = 12) -> None:
-    """Objective, constraint values and multipliers over the logged steps (matplotlib Agg)."""
+SMOOTH_MIN_POINTS = 5     # fewer logged points than this: nothing to smooth
+
+
+def smoothed(values: Sequence[float], window: int | None = None) -> list[float]:
+    """A centred moving average of the finite ``values`` (non-finite ones are skipped, and
+    stay NaN); ``window`` defaults to about a tenth of the points (odd, at least 3).
+
+    Example:
+        >>> smoothed([0.0, 3.0, 0.0, 3.0, float("inf")], window=3)
+        [1.5, 1.0, 2.0, 1.5, nan]
+    """
+    n = len(values)
+    window = window or max(3, (n // 10) | 1)
+    half = window // 2
+    out = []
+    for i in range(n):
+        if not math.isfinite(values[i]):
+            out.append(math.nan)
+            continue
+        near = [v for v in values[max(0, i - half):i + half + 1] if math.isfinite(v)]
+        out.append(sum(near) / len(near))
+    return out
+
+
+def _curve(ax: Any, steps: Sequence[int], values: Sequence[float | None], label: str,
+           smooth: bool, **style: Any) -> None:
+    """One series: raw (faint when smoothed) with its moving average, and every non-finite
+    value (None, NaN, ±inf) marked with an ``x`` at the top of the axes."""
+    v = [math.nan if x is None else float(x) for x in values]
+    finite = [x if math.isfinite(x) else math.nan for x in v]
+    if smooth and len(v) >= SMOOTH_MIN_POINTS:
+        line = ax.plot(steps, finite, alpha=0.25, lw=0.8, **style)[0]
+        ax.plot(steps, smoothed(v), label=label, color=line.get_color(), **style)
+    else:
+        line = ax.plot(steps, finite, label=label, **style)[0]
+    bad = [s for s, x in zip(steps, v, strict=True) if not math.isfinite(x)]
+    if bad:
+        ax.plot(bad, [1.0] * len(bad), "x", color=line.get_color(), clip_on=False,
+                transform=ax.get_xaxis_transform(), label=f"{label}: not finite")
+
+
+def dynamics_figure(history: Sequence[Mapping[str, Any]],
+                    constraint_rows: Sequence[str] | None = None, max_lines: int = 12, *,
+                    split: str = "train", minibatch: bool = False,
+                    tolerance: float | None = None) -> Any:
+    """The figure of :func:`plot_dynamics`: objective, constraint values and multipliers
+    over the logged steps, the constraints titled with the ``split`` the game measured them
+    on (the objective is θ's, on train); minibatch
+    curves (``minibatch``) smoothed with the raw ones faint; the bound ``g = 0`` drawn (with
+    the problem's ``tolerance`` in its label); non-finite values marked ``x``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     steps = [h["step"] for h in history]
+    batching = "minibatches" if minibatch else "full batch"
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
     ax = axes[0]
-    ax.plot(steps, [h["objective_true"] for h in history], label="true")
+    _curve(ax, steps, [h["objective_true"] for h in history], "true", minibatch)
     sur = [h.get("objective_surrogate") for h in history]
     if any(v is not None for v in sur):
-        ax.plot(steps, [math.nan if v is None else v for v in sur], label="surrogate", ls="--")
-    ax.set_title("objective")
+        _curve(ax, steps, sur, "surrogate", minibatch, ls="--")
+    ax.set_title(f"objective (train, {batching})")
     ax.set_xlabel("step")
     ax.legend(fontsize="small")
     ax = axes[1]
     names = list(history[0]["constraints"]) if history else []
     for n in names[:max_lines]:
-        ax.plot(steps, [h["constraints"][n] for h in history], label=n)
-    ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_title("constraint values g (violated when > 0)")
+        _curve(ax, steps, [h["constraints"][n] for h in history], n, minibatch)
+    bound = "g = 0: the bound" + (f" (tolerance {tolerance:g} included)"
+                                  if tolerance is not None else "")
+    ax.axhline(0.0, color="k", lw=0.8, ls="--", label=bound)
+    ax.set_title(f"constraint values g, violated when > 0 ({split}, {batching})")
     ax.set_xlabel("step")
-    if names:
-        ax.legend(fontsize="small")
+    ax.legend(fontsize="small")
     ax = axes[2]
     rows = list(history[0]["multipliers"]) if history else []
     if constraint_rows is not None:
         rows = [r for r in rows if r in set(constraint_rows)] or rows
     for r in rows[:max_lines]:
-        ax.plot(steps, [h["multipliers"][r] for h in history], label=r)
-    ax.plot(steps, [h["objective_weight"] for h in history], label="objective weight ω",
-            color="k", ls=":")
+        _curve(ax, steps, [h["multipliers"][r] for h in history], r, False)
+    _curve(ax, steps, [h["objective_weight"] for h in history], "objective weight ω", False,
+           color="k", ls=":")
     ax.set_title("multipliers λ")
     ax.set_xlabel("step")
     ax.legend(fontsize="small")
+    return fig
+
+
+def plot_dynamics(history: Sequence[Mapping[str, Any]], path: Path,
+                  constraint_rows: Sequence[str] | None = None, max_lines: int = 12,
+                  **options: Any) -> None:
+    """Write :func:`dynamics_figure` (``options``: its ``split``, ``minibatch``,
+    ``tolerance``) to ``path`` (matplotlib Agg)."""
+    import matplotlib.pyplot as plt
+
+    fig = dynamics_figure(history, constraint_rows, max_lines, **options)
     fig.savefig(path, dpi=100)
     plt.close(fig)

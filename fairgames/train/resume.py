@@ -125,6 +125,28 @@ def hydra_resume_args(argv: Sequence[str]) -> list[str]:
     return args
 
 
+def hydra_run_dir_args(argv: Sequence[str]) -> list[str]:
+    """The command line, plus ``hydra.run.dir=<dir>`` when it sets ``run_dir=<dir>``: Hydra's
+    record (``.hydra/``) and log (``train.log``) then land in the run directory, not in a
+    stray ``runs/<date>/...``. A command line that sets ``hydra.run.dir`` itself, a null
+    ``run_dir`` and multiruns are left as they are.
+
+    Example:
+        >>> hydra_run_dir_args(["run_dir=/tmp/r", "seed=1"])
+        ['run_dir=/tmp/r', 'seed=1', 'hydra.run.dir=/tmp/r']
+        >>> hydra_run_dir_args(["run_dir=null"])
+        ['run_dir=null']
+    """
+    args = list(argv)
+    if any(a in ("-m", "--multirun") or a.startswith(("hydra.mode=", "hydra.run.dir="))
+           for a in args):
+        return args
+    values = [a.split("=", 1)[1].strip("'\"") for a in args if a.startswith("run_dir=")]
+    if values and values[-1] not in ("", "null", "None"):
+        args.append(f"hydra.run.dir={values[-1]}")
+    return args
+
+
 def _get(config: Any, path: str) -> Any:
     for part in path.split("."):
         if not isinstance(config, Mapping) or part not in config:

@@ -96,6 +96,7 @@ from .helpers import (
     unconstrained_values,
 )
 from .intervals import attach_intervals, constraint_intervals
+from .load import write_run_record
 from .logger import RunLogger
 from .outputs import log_final, write_files, write_outputs
 from .recommend import recommend
@@ -225,7 +226,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     opt_cfg = OptimizerConfig(**OmegaConf.to_container(cfg.optimizer, resolve=True))
     return _execute(RunInputs(
         model=ModelRecipe(model_factory, optimizer_factory(opt_cfg), grad_clip=opt_cfg.grad_clip,
-                          config={"input_dim": input_dim, **model_cfg}),
+                          # build_model's own arguments: the record rebuilds the model
+                          config={"input_dim": input_dim, **model_options(model_cfg)}),
         spec=spec, splits=splits,
         protected=str(config["data"]["protected"]),
         algorithm=AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm,
@@ -645,6 +647,7 @@ def _load(inputs: RunInputs) -> RunContext:
     if run_dir is not None:
         ensure_writable(run_dir)
         write_preprocessing(run_dir, splits)   # own table data: new rows need its encoders
+        write_run_record(run_dir, splits, protected)   # run.json: format version, for load_run
     found = (inputs.checkpoint if inputs.checkpoint is not None
              else _read_checkpoint(inputs.trainer.resume, run_dir))
     ckpt_path, ckpt = found if found is not None else (None, None)

@@ -83,7 +83,7 @@ def test_regression_report_lists_losses_not_rates(regression_run):
     assert ("| solution | split | objective | mse | mae | ks_disparity | grid_disparity | "
             "max violation |") in report
     assert "## Per-group losses: final, test split" in report
-    assert "| group | share | mean_label | mean_prediction | mse | mae |" in report
+    assert "| group | count | share | mean_label | mean_prediction | mse | mae |" in report
     mse = result.results["solutions"]["final"]["test"]["mse"]
     assert "| final | test | " in report and f"{mse:.4f}" in report
     assert "tpr" not in report and "fmeasure" not in report
