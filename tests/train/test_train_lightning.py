@@ -1,0 +1,67 @@
+"""``fairgames.lightning.ConstrainedModule``: the game inside a CPU Lightning ``Trainer``
+meets a TPR-parity constraint that unconstrained training misses (synthetic data)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+pl = pytest.importorskip("lightning.pytorch")   # the extra: installed with the test extra
+
+from fairgames.data import make_synthetic  # noqa: E402
+from fairgames.game import Problem  # noqa: E402
+from fairgames.lightning import ConstrainedModule  # noqa: E402
+from fairgames.problems import ProblemSpec  # noqa: E402
+from fairgames.rates import Batch  # noqa: E402
+
+TOL = 0.03
+
+
+class Classifier(ConstrainedModule):
+    def __init__(self, problem, names, dim):
+        super().__init__(problem, lambda p: torch.optim.Adam(p, lr=0.05))
+        self.net, self.names = torch.nn.Linear(dim, 1), names
+
+    def forward(self, x):
+        return self.net(x).squeeze(-1)
+
+    def rates_batch(self, batch):
+        x, y, g = batch
+        return Batch(scores=self(x), labels=y, groups={"group": g}, group_values=self.names)
+
+
+def _tpr_gaps(model, ds):
+    with torch.no_grad():
+        hit = (model(ds.features) > 0).numpy()
+    y, g = ds.labels.numpy() > 0.5, ds.groups["group"].numpy()
+    overall = hit[y].mean()
+    return [overall - hit[y & (g == k)].mean() for k in np.unique(g)]
+
+
+def _train(problem, splits, steps=150):
+    torch.manual_seed(0)
+    train = splits.train
+    model = Classifier(problem, train.group_names, train.num_features)
+    data = TensorDataset(train.features, train.labels, train.groups["group"])
+    loader = DataLoader(data, batch_size=len(data))           # full batch: one step an epoch
+    trainer = pl.Trainer(max_epochs=steps, accelerator="cpu", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, log_every_n_steps=25)
+    trainer.fit(model, loader)
+    return model
+
+
+def test_the_game_in_a_lightning_trainer_meets_tpr_parity():
+    splits = make_synthetic(n=3000, d=6, group_shift=1.5, seed=0)
+    spec = ProblemSpec("eo", "error()",
+                       {"tpr": "for g in groups: tpr(group=g) >= tpr() - tolerance"},
+                       tolerance=TOL, tolerance_kind="difference")
+    built = spec.build("group", splits.train.group_names)
+    constrained = _train(Problem(built.objective, built.constraints), splits)
+    unconstrained = _train(Problem(built.objective, []), splits)
+    assert max(_tpr_gaps(unconstrained, splits.train)) > TOL + 0.02     # the problem binds
+    assert constrained.game.steps >= 150                     # the game played every step
+    assert max(_tpr_gaps(constrained, splits.train)) <= TOL + 0.01
+    assert all(v >= 0 for v in constrained.game.multipliers_by_name().values())
