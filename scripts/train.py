@@ -43,6 +43,7 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
+from fairgames.train.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args
@@ -74,10 +75,17 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {e}", file=sys.stderr)     # what to do
         sys.exit(1)
     except RunInterrupted as e:
+        if not writes_outputs():
+            sys.exit(e.exit_status)
         print(f"interrupted: {e}", file=sys.stderr)
         if e.checkpoint is not None:
             print(f"resume with: {resume_command(e.run_dir)}", file=sys.stderr)
         sys.exit(e.exit_status)
+    finally:
+        quiet = not writes_outputs()         # a rank other than 0 of trainer.distributed
+        leave()
+    if quiet:                            # rank 0 reports
+        return None
     if result.results is None:
         print(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
               f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
@@ -183,4 +191,5 @@ def _message(e: BaseException) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
+    sys.argv[1:] = hydra_args(sys.argv[1:], os.environ.get("RANK"))   # torchrun: rank 0 writes
     cli()
