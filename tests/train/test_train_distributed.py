@@ -3,6 +3,7 @@ one-process run, with one run directory written by rank 0; and its bad inputs.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -44,11 +45,17 @@ def _numbers(tree):
             if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def test_torchrun_with_two_ranks_is_the_one_process_run(tmp_path):
+def _env() -> dict[str, str]:
+    """This checkout first on the path, one torch thread per process, no torchrun variables."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
+    return env
+
+
+def test_torchrun_with_two_ranks_is_the_one_process_run(tmp_path):
+    env = _env()
     work = tmp_path / "ddp"
     work.mkdir()
     commands = {
@@ -117,3 +124,24 @@ def test_nccl_without_gpus_is_a_config_error(compose_cfg, monkeypatch):
 def test_what_a_distributed_run_cannot_play_is_refused(compose_cfg, override, message):
     with pytest.raises(ConfigError, match=message):
         validate(compose_cfg(*OVERRIDES, "trainer.distributed=true", override))
+
+
+def test_the_ddp_example_on_two_ranks_is_its_one_process_run(capsys):
+    # examples/custom_module_ddp.py: a plain `python` plays a group of one in this process
+    spec = importlib.util.spec_from_file_location("custom_module_ddp",
+                                                  ROOT / "examples" / "custom_module_ddp.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    alone = example.main(["--quick"])
+    assert alone["world_size"] == 1 and alone["multipliers_agree"]
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert not torch.distributed.is_initialized()
+    launched = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+         str(ROOT / "examples" / "custom_module_ddp.py"), "--quick"],
+        env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    # rank 0 alone prints; the 2-rank game's multipliers agree and its test metrics are the
+    # one-process run's (to the printed 4 decimals)
+    assert launched.stdout.strip().splitlines()[-1] == line.replace("1 rank(s)", "2 rank(s)")
