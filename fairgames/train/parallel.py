@@ -118,7 +118,8 @@ def shard(index: torch.Tensor, parallel: DataParallel) -> torch.Tensor:
 
 def wrap(model: torch.nn.Module, parallel: DataParallel) -> DataParallel:
     """``parallel`` with θ's ``DistributedDataParallel`` module around ``model``."""
-    ids = [model_device.index] if (model_device := _device(model)).type == "cuda" else None
+    device = _device(model)
+    ids = [device.index] if device.type == "cuda" else None     # one GPU per rank
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     return DataParallel(parallel.rank, parallel.world_size, ddp)
 
