@@ -45,6 +45,7 @@ from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
 from fairgames.train.launch import LAUNCHERS
+from fairgames.train.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args, hydra_run_dir_args
@@ -86,10 +87,17 @@ def main(cfg: DictConfig) -> float | None:
         say(f"error: {e}", err=True)                 # what to do
         sys.exit(1)
     except RunInterrupted as e:
+        if not writes_outputs():
+            sys.exit(e.exit_status)
         say(f"interrupted: {e}", err=True)
         if e.checkpoint is not None:
             say(f"resume with: {resume_command(e.run_dir)}", err=True)
         sys.exit(e.exit_status)
+    finally:
+        quiet = not writes_outputs()         # a rank other than 0 of trainer.distributed
+        leave()
+    if quiet:                            # rank 0 reports
+        return None
     if result.results is None:
         say(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
             f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
@@ -200,5 +208,7 @@ def _message(e: BaseException) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
+    # torchrun: rank 0 writes (the other ranks' hydra.run.dir is ".", before run_dir's)
+    sys.argv[1:] = hydra_args(sys.argv[1:], os.environ.get("RANK"))
     sys.argv[1:] = hydra_run_dir_args(sys.argv[1:])  # run_dir=...: .hydra/ and train.log there
     cli()

@@ -113,6 +113,18 @@ class FiniteGuard:
                 total = torch.sum(w, dtype=torch.float32) / (w.min() >= 0)
                 self._weights = total if self._weights is None else self._weights + total
 
+    def notes(self) -> torch.Tensor:
+        """The notes so far ``[2]`` (scores' and weights' sums; 0 where none): only their
+        finiteness matters, so a data-parallel game sums them over the ranks."""
+        zero = self._zero
+        return torch.stack([zero if self._scores is None else self._scores,
+                            zero if self._weights is None else self._weights])
+
+    def share(self, notes: torch.Tensor) -> None:
+        """Take the notes summed over every rank (:meth:`notes`): one rank's non-finite score
+        or negative weight then skips the step on all of them, which stay in step."""
+        self._scores, self._weights = notes[0], notes[1]
+
     def _save_estimates(self) -> None:
         """Copy the evaluator's running estimates (its public floating-point buffers): a pass
         on non-finite scores makes them NaN (its sums share one product with the scores)."""

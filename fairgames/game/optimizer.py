@@ -76,6 +76,7 @@ from torch.optim import optimizer as _torch_optimizer
 
 from fairgames.rates import Batch, LeafValues, RatesError
 
+from .distributed import refuse_local_state, resolve_process_group, scale_gradient
 from .finite import FiniteGuard
 from .history import StepRecord
 from .players.base import GameContext, Player
@@ -133,6 +134,13 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             every step's finiteness with a host sync, raising at the first bad one — for
             debugging. Off, a non-finite step is skipped on the device and reported by
             :meth:`check` (:mod:`fairgames.game.finite`).
+        process_group: a data-parallel game (:mod:`fairgames.game.distributed`): ``None``
+            (one process), ``"default"`` (torch.distributed's default group) or a
+            ``ProcessGroup``. Each rank passes its shard of the global batch; every
+            :meth:`lagrangian` (and :meth:`record_heldout`) call all-reduces the fused pass's
+            per-cell sums in one collective, so all ranks play the global game, and scales
+            θ's gradient so that ``DistributedDataParallel``'s average is the gradient of the
+            global batch.
     """
 
     def __init__(self, problem: Problem, model_optimizer: torch.optim.Optimizer, *,
@@ -145,7 +153,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                  psi_steps: int = 100, payoffs: Mapping[str, str] | None = None,
                  device: torch.device | str | None = None,
                  monitor_options: Mapping[str, Any] | None = None,
-                 players: Sequence[Player] = (), strict: bool = False) -> None:
+                 players: Sequence[Player] = (), strict: bool = False,
+                 process_group: Any = None) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a fairgames.game.Problem, got "
                             f"{type(problem).__name__}")
@@ -174,6 +183,9 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._guard = FiniteGuard(self.device, self.evaluator)
         self._bind([*self.preset.build_players(problem, self.terms, self.device, options),
                     *players])
+        self._reduction = resolve_process_group(process_group)
+        if self._reduction is not None:
+            refuse_local_state(self.players, problem)
         oracles = [p.name for p in self.players if getattr(p, "oracle", None) is not None]
         if oracles and bound is not None:
             raise ValueError(f"the θ-player {oracles[0]!r} fits θ with an oracle of the leaf "
@@ -259,6 +271,21 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
     def monitor(self) -> Any:
         return self.player("monitor")
 
+    @property
+    def world_size(self) -> int:
+        """The number of processes of a data-parallel game (1 without a process group)."""
+        return 1 if self._reduction is None else self._reduction.world_size
+
+    def _reduce_sums(self, sums: torch.Tensor) -> torch.Tensor:
+        """The game's one collective per pass: this rank's per-cell sums and finiteness notes
+        → the sums over every rank (so a NaN score or negative weight on one rank skips the
+        step on all of them)."""
+        assert self._reduction is not None
+        notes = self._guard.notes().to(sums.dtype)
+        sums, notes = self._reduction([sums, notes])
+        self._guard.share(notes)
+        return sums
+
     # ------------------------------------------------------------------ torch-optimizer API
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.model_optimizer.zero_grad(set_to_none=set_to_none)
@@ -280,6 +307,10 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._guard.note(batch)
         if self._frozen is not None:
             return self._frozen_loss(batch)
+        reduce = self._reduce_sums if self._reduction is not None else None
+        if reduce is not None and values is not None:
+            raise ValueError("lagrangian(batch, values) under a process group: the game "
+                             "reduces the rates' sums in its own pass; pass the batch alone")
         omega, lam = self._weights.weights()
         autocast = torch.is_autocast_enabled(self.device.type)
         if values is None:
@@ -293,7 +324,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                 return c
 
             try:
-                loss, values = self.evaluator.combination_bound(batch, costs)
+                loss, values = self.evaluator.combination_bound(batch, costs, reduce=reduce)
             except (RuntimeError, IndexError) as error:
                 _explain(batch, error)
                 raise
@@ -321,6 +352,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             self._pending = rec
         else:
             self._pending.add(rec)
+        if reduce is not None:
+            loss = scale_gradient(loss, self._reduction.world_size)  # type: ignore[union-attr]
         return loss
 
     @torch.no_grad()
@@ -380,7 +413,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
 
     def _heldout_record(self, batch: Batch) -> Record:
         # update=False: the running proportion estimates belong to θ's (mini)batches.
-        values = self.evaluator(batch, update=False)
+        reduce = self._reduce_sums if self._reduction is not None else None
+        values = self.evaluator(batch, update=False, reduce=reduce)
         t = self.terms
         ratios = t.ratio_values(values.true) if t.num_linear else None
         return self._record(values, values.true, ratios, self._empty.sum())

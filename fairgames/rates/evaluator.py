@@ -76,6 +76,10 @@ DENSE_LIMIT = 1 << 15
 # (cells·B·columns MACs), by index_add beyond.
 ONEHOT_CELLS = 8
 
+Reduce = Callable[[torch.Tensor], torch.Tensor]
+"""``reduce=`` of a training pass: maps this process's flat per-cell sums to the sums over
+every process of a data-parallel game (one collective; :mod:`fairgames.game.distributed`)."""
+
 
 class LeafValues(LeafLookup):
     """Values of every leaf of an evaluator: ``true`` (0/1 rates, no gradient), and the
@@ -629,24 +633,32 @@ class RateEvaluator(torch.nn.Module):
         k = plan.n_leaves
         return out[: 3 * k], out[3 * k: 3 * k + plan.n_subsets]
 
-    def forward(self, batch: Batch, *, update: bool | None = None) -> LeafValues:
-        """One fused pass on a (mini)batch. ``update`` defaults to ``self.training``."""
+    def forward(self, batch: Batch, *, update: bool | None = None,
+                reduce: Reduce | None = None) -> LeafValues:
+        """One fused pass on a (mini)batch. ``update`` defaults to ``self.training``.
+        ``reduce`` (a data-parallel game's collective) turns the batch's per-cell sums into
+        the global batch's before any division; the gradient stays this shard's."""
         plan = self._plan(batch)
         update = self.training if update is None else update
         device_type = batch.device.type
         if torch.is_autocast_enabled(device_type):
             with torch.autocast(device_type=device_type, enabled=False):
-                return self._forward(plan, batch, update)
-        return self._forward(plan, batch, update)
+                return self._forward(plan, batch, update, reduce)
+        return self._forward(plan, batch, update, reduce)
 
-    def _forward(self, plan: _Plan, batch: Batch, update: bool) -> LeafValues:
+    def _forward(self, plan: _Plan, batch: Batch, update: bool,
+                 reduce: Reduce | None = None) -> LeafValues:
         k = plan.n_leaves
         if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
-            true, bounds = _FusedPass.apply(batch.scores, self, layout, update)
+            true, bounds = _FusedPass.apply(batch.scores, self, layout, update, reduce)
             return LeafValues(true, None, None, self.index, layout.prop, bounds,
                               empty_subsets=layout.n_empty)
         sums = self._cell_sums(plan, batch, torch.float32)
+        if reduce is not None:
+            # the global sums' values, this shard's gradient (the other ranks' sums are
+            # constants here; see fairgames.game.distributed for θ's gradient)
+            sums = reduce(sums.detach()) + (sums - sums.detach())
         out = plan.apply(sums)
         den, prop, empty, n_empty = self._denominators(plan, out, update)
         values = self._fill_empty(out[: 3 * k].view(3, k) / den, empty,
@@ -655,7 +667,8 @@ class RateEvaluator(torch.nn.Module):
                           empty_subsets=n_empty)
 
     def combination_bound(self, batch: Batch, costs: Callable[[torch.Tensor], torch.Tensor],
-                          *, update: bool | None = None) -> tuple[torch.Tensor, LeafValues]:
+                          *, update: bool | None = None, reduce: Reduce | None = None
+                          ) -> tuple[torch.Tensor, LeafValues]:
         """The sign-correct surrogate ``Σ_k c⁺_k·upper_k + c⁻_k·lower_k`` of ``⟨c, R⟩`` (an
         upper bound for bound surrogates; paper 000 eq. (4)) at leaf costs ``c = costs(true)``
         ``[K]``, computed from the batch's TRUE rates inside the pass. Returns the scalar
@@ -664,7 +677,8 @@ class RateEvaluator(torch.nn.Module):
 
         On the fused pass this is ONE autograd node whose forward also forms the per-example
         gradient, so the backward is a single multiply; otherwise it is the dot of the costs'
-        positive / negative parts with the bounds of :meth:`forward`.
+        positive / negative parts with the bounds of :meth:`forward`. ``reduce``: as in
+        :meth:`forward`.
 
         Example:
             >>> import torch
@@ -681,18 +695,19 @@ class RateEvaluator(torch.nn.Module):
         device_type = batch.device.type
         if torch.is_autocast_enabled(device_type):
             with torch.autocast(device_type=device_type, enabled=False):
-                return self._combination_bound(plan, batch, costs, update)
-        return self._combination_bound(plan, batch, costs, update)
+                return self._combination_bound(plan, batch, costs, update, reduce)
+        return self._combination_bound(plan, batch, costs, update, reduce)
 
     def _combination_bound(self, plan: _Plan, batch: Batch,
-                           costs: Callable[[torch.Tensor], torch.Tensor], update: bool
-                           ) -> tuple[torch.Tensor, LeafValues]:
+                           costs: Callable[[torch.Tensor], torch.Tensor], update: bool,
+                           reduce: Reduce | None = None) -> tuple[torch.Tensor, LeafValues]:
         if _takes_fused_pass(plan, batch):
             layout = self._layout(plan, batch)
-            value, true, bounds = _FusedBound.apply(batch.scores, self, layout, update, costs)
+            value, true, bounds = _FusedBound.apply(batch.scores, self, layout, update, costs,
+                                                    reduce)
             return value, LeafValues(true, None, None, self.index, layout.prop, bounds,
                                      empty_subsets=layout.n_empty)
-        values = self._forward(plan, batch, update)
+        values = self._forward(plan, batch, update, reduce)
         with torch.no_grad():
             c = costs(values.true)
         return sign_correct_sum(c, values.upper, values.lower), values
@@ -957,11 +972,13 @@ def _takes_fused_pass(plan: _Plan, batch: Batch) -> bool:
             and (batch.weights is None or not batch.weights.requires_grad))
 
 
-def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: bool
+def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: bool,
+                  reduce: Reduce | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The fused pass's forward, outside autograd: ``values`` ``[3, K]`` (true, upper, lower),
     each leaf's denominator ``[K]`` and the surrogate's slopes ``[2J, B]`` (see
-    :class:`_FusedPass`)."""
+    :class:`_FusedPass`). ``reduce`` makes the cell sums the global batch's (the backward
+    then maps the global denominators onto this shard's examples)."""
     plan = layout.plan
     fused = plan.fused
     assert fused is not None
@@ -984,7 +1001,11 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
         sums.index_add_(1, layout.code, src)
         sums = sums.t()
     flat = sums.reshape(-1)
-    if layout.dens is None:
+    if reduce is not None:
+        flat = reduce(flat)
+    if layout.dens is None or reduce is not None:
+        # (reduced: the global subset weights change with the other ranks' shards even while
+        # this rank's layout is cached)
         # The subsets' weights read only the ones column, but one product over all sums:
         # a NaN/inf score would make them NaN (0·NaN), and the layout is cached for the
         # next batch with the same label/group tensors (a skipped non-finite step).
@@ -1030,10 +1051,11 @@ class _FusedPass(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores: torch.Tensor, ev: RateEvaluator,  # type: ignore[override]
-                layout: _Layout, update: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                layout: _Layout, update: bool, reduce: Reduce | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)
         s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
-        values, den, slope = _fused_values(ev, layout, s, update)
+        values, den, slope = _fused_values(ev, layout, s, update, reduce)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(den, slope)
             ctx.layout, ctx.score_dtype = layout, scores.dtype
@@ -1045,11 +1067,11 @@ class _FusedPass(torch.autograd.Function):
     def backward(ctx, _g_true: torch.Tensor | None,  # type: ignore[override]
                  g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         if g_bounds is None or not ctx.needs_input_grad[0]:
-            return None, None, None, None
+            return None, None, None, None, None
         _first_order_only()
         den, slope = ctx.saved_tensors
         grad = _bounds_to_scores(ctx.layout, g_bounds, den, slope)
-        return grad.to(ctx.score_dtype), None, None, None
+        return grad.to(ctx.score_dtype), None, None, None, None
 
 
 class _FusedBound(torch.autograd.Function):
@@ -1064,10 +1086,10 @@ class _FusedBound(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scores: torch.Tensor, ev: RateEvaluator,  # type: ignore[override]
                 layout: _Layout, update: bool,
-                costs: Callable[[torch.Tensor], torch.Tensor]
+                costs: Callable[[torch.Tensor], torch.Tensor], reduce: Reduce | None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
-        values, den, slope = _fused_values(ev, layout, s, update)
+        values, den, slope = _fused_values(ev, layout, s, update, reduce)
         true, bounds = values[0], values[1:].view(-1)
         c = costs(true)
         split = sign_split(c).view(-1)
@@ -1082,10 +1104,10 @@ class _FusedBound(torch.autograd.Function):
     def backward(ctx, g_value: torch.Tensor, _g_true: torch.Tensor | None,  # type: ignore[override]
                  _g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         if not ctx.needs_input_grad[0]:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         _first_order_only()
         (grad,) = ctx.saved_tensors
-        return (grad * g_value).to(ctx.score_dtype), None, None, None, None
+        return (grad * g_value).to(ctx.score_dtype), None, None, None, None, None
 
 
 def _first_order_only() -> None:

@@ -309,6 +309,8 @@ class TrainerConfig:
       over ``tune_grid`` (``lr``: multiples of ``optimizer.lr``; ``multiplier_lr``: of
       ``algorithm.multiplier_lr``), picking the job whose deployable solution is best on
       validation (:mod:`fairgames.train.tune`).
+    * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
+      CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
 
     Example:
         >>> t = TrainerConfig(steps=200, batch_size=128, device="cpu")
@@ -342,6 +344,7 @@ class TrainerConfig:
     tune: str | None = None
     tune_grid: dict[str, list[float]] = field(
         default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
+    distributed: bool = False
 
 
 @dataclass
@@ -678,6 +681,26 @@ def _check_trainer_tune(c: DictConfig, check: Checks) -> None:
     if t.resume is not False or t.stop_after is not None:
         check.bad("trainer.tune", t.tune, "a tuned run is not resumable and runs to the end: "
                   "leave trainer.resume=false and trainer.stop_after=null")
+
+
+@register_validator("trainer")
+def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
+    """What a data-parallel run cannot do: NCCL without GPUs, a tuned grid (its own jobs),
+    paper 003's reduction (one-process oracles)."""
+    if not c.trainer.distributed:
+        return
+    if c.trainer.tune is not None:
+        check.bad("trainer.distributed", True, "a tuned run launches its own jobs: leave "
+                  "trainer.tune=null under torchrun")
+    import torch
+
+    if c.trainer.device == "cuda" and not torch.cuda.is_available():
+        check.bad("trainer.distributed", True, "with trainer.device=cuda the ranks talk over "
+                  "NCCL, which needs GPUs, and this machine has none: use trainer.device=cpu "
+                  "(gloo)")
+    if c.algorithm.name == REDUCTION:
+        check.bad("trainer.distributed", True, "algorithm=reduction fits its oracles in one "
+                  "process: train it without torchrun")
 
 
 def _plain(value: Any) -> Any:

@@ -58,6 +58,7 @@ from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table, parity_gaps
 from .logger import RunLogger
+from .parallel import DataParallel, shard
 
 # Each log interval's line (train.log under scripts/train.py); read at log time, no extra sync.
 LOG = logging.getLogger(__name__)
@@ -178,6 +179,9 @@ class Engine:
         grad_clip: clip the model's gradient norm (``None``: off).
         batches, logging, snapshots, checkpoints: :class:`BatchSettings`,
             :class:`LogSettings`, :class:`SnapshotSettings`, :class:`CheckpointSettings`.
+        parallel: a data-parallel run's rank, world size and θ's DDP module
+            (:class:`~fairgames.train.parallel.DataParallel`; ``copt`` then has the process
+            group): each step plays this rank's shard of the global batch.
 
     Example:
         >>> import torch
@@ -200,7 +204,8 @@ class Engine:
                  batches: BatchSettings = BatchSettings(),
                  logging: LogSettings = LogSettings(),
                  snapshots: SnapshotSettings = SnapshotSettings(),
-                 checkpoints: CheckpointSettings = CheckpointSettings()) -> None:
+                 checkpoints: CheckpointSettings = CheckpointSettings(),
+                 parallel: DataParallel | None = None) -> None:
         _check_data(data, copt)
         train, heldout, protected = data.train, data.heldout, data.protected
         self.model, self.copt, self.train = model, copt, train
@@ -233,14 +238,31 @@ class Engine:
         self.last_checkpoint: Path | None = None
         self._saved_step: int | None = None
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self._full_fields = self._fields(None) if self.full_batch else None
-        self._heldout_full = (self._heldout_fields(None)
+        # data-parallel (trainer.distributed): θ scores through DDP, on this rank's shard of
+        # every global batch (fairgames.train.parallel)
+        self.parallel = parallel
+        self.forward = parallel.module if parallel is not None and parallel.module else model
+        self._full_index = self._shard(None, len(train))
+        self._full_fields = self._fields(self._full_index) if self.full_batch else None
+        self._heldout_index = self._shard(None, len(heldout)) if heldout is not None else None
+        self._heldout_full = (self._heldout_fields(self._heldout_index)
                               if heldout is not None and self.heldout_sampler is None else None)
         if heldout is not None:
             self._check_heldout()
         self._last: tuple[torch.Tensor, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ one step
+    def _shard(self, index: torch.Tensor | None, rows: int) -> torch.Tensor | None:
+        """This rank's rows of a global batch (``None``: all ``rows``); one process: as is."""
+        if self.parallel is None:
+            return index
+        if index is None:
+            index = torch.arange(rows, device=self.train.labels.device)
+        return shard(index, self.parallel)
+
+    def _rows(self, ds: TabularDataset, index: torch.Tensor | None) -> torch.Tensor:
+        return ds.features if index is None else ds.features[index]
+
     def _fields(self, index: torch.Tensor | None) -> dict[str, Any]:
         return _batch_fields(self.train, index, self.baseline_scores, self.sampler)
 
@@ -267,10 +289,10 @@ class Engine:
         gradients and in eval mode, for the multipliers' step."""
         assert self.heldout is not None
         if self.heldout_sampler is None:
-            x, fields = self.heldout.features, self._heldout_full
+            x, fields = self._rows(self.heldout, self._heldout_index), self._heldout_full
             assert fields is not None
         else:
-            index = next(self.heldout_sampler)
+            index = self._shard(next(self.heldout_sampler), 0)
             x, fields = self.heldout.features[index], self._heldout_fields(index)
         scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
         self.copt.record_heldout(Batch(scores=scores, **fields))
@@ -278,11 +300,11 @@ class Engine:
     def train_step(self) -> None:
         """One game step (no host-device sync)."""
         if self.full_batch:
-            x, fields = self.train.features, self._full_fields
+            x, fields = self._rows(self.train, self._full_index), self._full_fields
             assert fields is not None
         else:
             assert self.sampler is not None
-            index = next(self.sampler)
+            index = self._shard(next(self.sampler), 0)
             x, fields = self.train.features[index], self._fields(index)
         self.model.train()
 
@@ -290,7 +312,7 @@ class Engine:
             # torch's closure: a gradient θ-player calls it once, a best-response θ-player
             # once per inner step and once more to record the rates at its new θ
             self.copt.zero_grad()
-            scores = self.model(x)
+            scores = self.forward(x)
             if scores.dim() == 2 and scores.shape[1] == 1:
                 scores = scores[:, 0]
             loss = self.copt.lagrangian(Batch(scores=scores, **fields))

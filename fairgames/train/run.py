@@ -99,6 +99,7 @@ from .intervals import attach_intervals, constraint_intervals
 from .load import write_run_record
 from .logger import RunLogger
 from .outputs import log_final, write_files, write_outputs
+from .parallel import DataParallel, join, shared_run_dir, wrap
 from .recommend import recommend
 from .reduction import (
     log_reduction,
@@ -203,9 +204,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     if isinstance(cfg.trainer.resume, str) and Path(cfg.trainer.resume).is_dir():
         directory = cfg.trainer.resume
     directory = Path(directory) if directory is not None else None
+    parallel = None
+    if cfg.trainer.distributed:        # rank 0's directory on every rank; rank 0 writes
+        parallel, device = join(resolve_device(cfg.trainer.device))
+        directory = shared_run_dir(directory)
     cfg, checkpoint = _resume_config(cfg, directory, overrides)
     t = cfg.trainer
-    device = resolve_device(t.device)
+    device = resolve_device(t.device) if parallel is None else device
     # data keys: the command line's, else the problem's recipe, else the loader's recipe
     data_cfg = apply_recipe(OmegaConf.to_container(cfg.data, resolve=True),
                             OmegaConf.to_container(cfg.problem, resolve=True).get("recipe"))
@@ -233,12 +238,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
         algorithm=AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm,
                                                                       resolve=True)),
         trainer=TrainerConfig(**OmegaConf.to_container(cfg.trainer, resolve=True)),
-        seed=seed, device=device, run_dir=directory, config=config,
+        seed=seed, device=device,
+        run_dir=directory if parallel is None or parallel.writes else None, config=config,
         baseline=BaselineSource(path=problem_cfg.get("baseline_path"),
                                 fraction=float(problem_cfg.get("baseline_fraction", 0.25))),
         checkpoint=checkpoint,
         robust=RobustConfig(**OmegaConf.to_container(cfg.robust, resolve=True))
-        if cfg.get("robust") is not None else None))
+        if cfg.get("robust") is not None else None, parallel=parallel))
 
 
 def _resume_config(cfg: DictConfig, directory: Path | None,
@@ -559,6 +565,7 @@ class RunInputs:
     baseline: BaselineSource = BaselineSource()
     checkpoint: tuple[Path, dict[str, Any]] | None = None
     robust: RobustConfig | None = None
+    parallel: DataParallel | None = None    # trainer.distributed: this rank (writes if 0)
 
 
 @dataclass
@@ -790,7 +797,8 @@ def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, Const
         {"multipliers": algorithm.multipliers, **algorithm.settings})
     try:
         robust = robust_players(ctx.inputs.robust, ctx.splits, ctx.inputs.protected)
-        copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=robust)
+        copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=robust,
+                                    process_group="default" if ctx.inputs.parallel else None)
     except ValueError as e:
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.
@@ -824,14 +832,15 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
         model, copt, data, steps=steps, grad_clip=inputs.model.grad_clip,
         batches=BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,
                               seed=inputs.seed),
-        logging=LogSettings(every=trainer.log_every, logger=logger,
-                            progress=trainer.progress),
+        logging=LogSettings(every=trainer.log_every, logger=logger, progress=trainer.progress
+                            and (inputs.parallel is None or inputs.parallel.writes)),
         snapshots=SnapshotSettings(every=trainer.snapshot_every,
                                    max_kept=trainer.max_snapshots,
                                    strategy=trainer.snapshot_strategy,
                                    offset=trainer.snapshot_offset),
         checkpoints=CheckpointSettings(every=trainer.checkpoint_every, run_dir=run_dir,
-                                       on_save=add_run_state))
+                                       on_save=add_run_state),
+        parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None)
     if ckpt is not None:
         engine.load_state_dict(ckpt["engine"])
         engine.last_checkpoint = ctx.checkpoint_path

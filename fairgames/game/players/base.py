@@ -86,6 +86,10 @@ class Player:
         config_keys: the settings the class takes from a run config (``algorithm.<key>``,
             :class:`~fairgames.game.players.keys.ConfigKey`); a preset takes the union of its
             players' keys.
+        data_parallel: whether the player may play under a process group
+            (:mod:`fairgames.game.distributed`): ``True`` when it reads only the round (the
+            global rates every rank shares), ``False`` when it keeps per-example or per-rank
+            state. ``None`` (default): ``True`` unless it overrides :meth:`transform`.
     """
 
     name: str = "player"
@@ -95,6 +99,7 @@ class Player:
     plays_inside_step: bool = False
     needs_grad: bool = False
     config_keys: tuple[ConfigKey, ...] = ()
+    data_parallel: bool | None = None
 
     def bind(self, game: GameContext) -> None:
         """Allocate state for ``game`` (called once by the optimizer, before any step)."""

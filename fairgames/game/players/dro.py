@@ -65,6 +65,7 @@ class DROPlayer(Player):
 
     name = "dro"
     strategy = "dro"
+    data_parallel = False     # per-example (per-rank) state; refused under a process group
 
     def __init__(self, attribute: str, codes: torch.Tensor, gamma: float | Sequence[float], *,
                  lr: float = 0.01, optimizer: str = "adam", steps: int = 1,

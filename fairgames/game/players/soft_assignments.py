@@ -87,6 +87,7 @@ class SoftAssignmentPlayer(Player):
 
     name = "soft_assignments"
     strategy = "soft_assignments"
+    data_parallel = False     # per-example (per-rank) state; refused under a process group
 
     def __init__(self, noisy_attribute: str, p_true_given_noisy: torch.Tensor, *,
                  attribute: str | None = None, true_values: Sequence[str] | None = None,
