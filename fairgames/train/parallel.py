@@ -92,7 +92,8 @@ def hydra_args(argv: list[str], rank: str | None) -> list[str]:
     Example:
         >>> hydra_args(["trainer.distributed=true"], "1")[1:]   # doctest: +NORMALIZE_WHITESPACE
         ['hydra.output_subdir=null', 'hydra/job_logging=disabled',
-         'hydra/hydra_logging=disabled', 'hydra.run.dir=.']
+         'hydra.job_logging.root.handlers=[]', 'hydra/hydra_logging=disabled',
+         'hydra.run.dir=.']
         >>> hydra_args(["trainer.distributed=true"], "0")
         ['trainer.distributed=true']
     """
@@ -100,8 +101,10 @@ def hydra_args(argv: list[str], rank: str | None) -> list[str]:
                       and a.split("=", 1)[-1].lower() == "true" for a in argv)
     if rank in (None, "0") or not distributed:
         return argv
+    # (the root logger's file handler of configs/train.yaml does not exist once disabled)
     return [*argv, "hydra.output_subdir=null", "hydra/job_logging=disabled",
-            "hydra/hydra_logging=disabled", "hydra.run.dir=."]
+            "hydra.job_logging.root.handlers=[]", "hydra/hydra_logging=disabled",
+            "hydra.run.dir=."]
 
 
 def leave() -> None:
