@@ -10,7 +10,7 @@ Example:
     >>> from fairgames.data import make_synthetic, noisy_splits
     >>> tr = noisy_splits(make_synthetic(n=500, seed=0), "group", 0.2, seed=0).train
     >>> [[round(float(x), 3) for x in row] for row in noise_model(tr, "group")]
-    [[0.779, 0.215], [0.221, 0.785]]
+    [[0.764, 0.243], [0.236, 0.757]]
 """
 
 from __future__ import annotations
