@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -181,28 +181,69 @@ def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
                   chunk: int) -> dict[str, Any] | None:
     """``results.json``'s ``robust`` block for the recommended ``model`` (``None`` when the
     run is not robust and its data holds no true groups)."""
-    true = true_attribute(attribute)
-    has_true = true in splits.train.groups
-    if (cfg is None or cfg.name == "none") and not has_true:
+    setup = _setup(cfg, splits.train, attribute)
+    if setup is None:
         return None
-    method = "none" if cfg is None else cfg.name
-    train = splits.train
-    gamma = (resolve_gamma(cfg, train, attribute) if cfg is not None and cfg.name == "dro"
-             else estimate_gamma(train, attribute))
+    method, gamma, has_true, b = setup
+    true, train = true_attribute(attribute), splits.train
     out: dict[str, Any] = {
         "method": method, "attribute": attribute, "true_attribute": true if has_true else None,
         "gamma": dict(zip(train.group_names[attribute], gamma, strict=True)),
         "gamma_source": ("estimate" if method != "dro" or cfg is None or cfg.gamma is None
                          else cfg.gamma if cfg.gamma in GAMMA_RULES else "given"),
         "solution": "recommended", "splits": {}}
-    # the SA worst case needs the noise model P(G | Ĝ), read off the true groups of train
-    b = noise_model(train, attribute) if has_true else None
     if b is not None:
         out["p_true_given_noisy"] = noise_table(train, attribute)
     for name, ds in splits.items():
         out["splits"][name] = _split_report(problem, evaluator, model, ds, attribute, gamma,
                                             chunk, has_true, b)
     return out
+
+
+def _setup(cfg: RobustConfig | None, train: TabularDataset, attribute: str
+           ) -> tuple[str, list[float], bool, torch.Tensor | None] | None:
+    """``(method, γ, has the true groups, the noise model P(G | Ĝ) or None)``; ``None`` when
+    the run is not robust and its data holds no true groups (nothing to report)."""
+    has_true = true_attribute(attribute) in train.groups
+    if (cfg is None or cfg.name == "none") and not has_true:
+        return None
+    method = "none" if cfg is None else cfg.name
+    gamma = (resolve_gamma(cfg, train, attribute) if cfg is not None and cfg.name == "dro"
+             else estimate_gamma(train, attribute))
+    # the SA worst case needs the noise model P(G | Ĝ), read off the true groups of train
+    b = noise_model(train, attribute) if has_true else None
+    return method, gamma, has_true, b
+
+
+def robust_log(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
+               splits: DatasetSplits, attribute: str, chunk: int
+               ) -> Callable[[torch.nn.Module], dict[str, float | None]] | None:
+    """TensorBoard's curves of the model on the whole training split, at log time only (the
+    engine's ``LogSettings.extra``): ``robust/noisy/max_violation``, ``robust/true/<name>``
+    and ``/max_violation``, the TV-ball worst case ``robust/tv/<name>`` and ``/max``, the
+    worst case over 𝒲 ``robust/sa/<name>`` and ``/max``. ``None`` when there is nothing to
+    report (see :func:`robust_report`)."""
+    setup = _setup(cfg, splits.train, attribute)
+    if setup is None:
+        return None
+    _, gamma, has_true, b = setup
+    train = splits.train
+
+    def scalars(model: torch.nn.Module) -> dict[str, float | None]:
+        e = _split_report(problem, evaluator, model, train, attribute, gamma, chunk, has_true,
+                          b)
+        out = {"robust/noisy/max_violation": e["noisy_max_violation"],
+               "robust/tv/max": e["robust_max"]}
+        if has_true:
+            out["robust/true/max_violation"] = e["true_max_violation"]
+            out.update({f"robust/true/{n}": v for n, v in e["true_violations"].items()})
+        out.update({f"robust/tv/{n}": v for n, v in e["robust_values"].items()})
+        if b is not None:
+            out["robust/sa/max"] = e["soft_max"]
+            out.update({f"robust/sa/{n}": v for n, v in (e["soft_values"] or {}).items()})
+        return out
+
+    return scalars
 
 
 def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: TabularDataset,

@@ -18,6 +18,7 @@ from fairgames.rates import group, true_positive_rate
 from fairgames.train import ConfigError, run
 from fairgames.train.data import load_splits
 from fairgames.train.engine import Engine, GameData
+from fairgames.train.logger import clean_tag
 from fairgames.train.report import validate_results
 from fairgames.train.robust import check_splits, estimate_gamma
 
@@ -213,6 +214,44 @@ def test_soft_assignments_run_reports_the_lp_worst_case_beside_naive_and_true(sa
     assert tr["true_max_violation"] < naive_tr["true_max_violation"] - 0.03, (tr, naive_tr)
 
 
+def test_tensorboard_shows_true_noisy_and_robust_curves_lambda_and_w(sa_runs):
+    """Read back from the event file: the whole-split curves at every log step, λ, and W;
+    the last true-group value is the final model's, computed directly from the masks."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    sa, naive = sa_runs
+    events = EventAccumulator(str(sa.run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    names = list(sa.results["solutions"]["recommended"]["train"]["constraints"])
+    want = {"robust/true/max_violation", "robust/noisy/max_violation", "robust/tv/max",
+            "robust/sa/max", "soft_assignments/w/1/11/0"}
+    want |= {f"robust/{kind}/{clean_tag(n)}" for kind in ("true", "tv", "sa") for n in names}
+    want |= {t for t in tags if t.startswith("multiplier/")} or {"multiplier/<row>"}
+    assert want <= tags, sorted(want - tags)
+    steps = [e.step for e in events.Scalars("robust/true/max_violation")]
+    assert steps == [h["step"] for h in sa.engine.history]           # every log, no other
+    last = events.Scalars("robust/true/max_violation")[-1].value
+    assert last == pytest.approx(max(_true_tpr_violation(sa.model, sa.engine.train, 0.05), 0),
+                                 abs=1e-5)
+    # the SA worst case (a value g) bounds the true violation max(g, 0) at every log step
+    # (the true W is in 𝒲 of the training rows, whose noise model the LP uses)
+    for sa_v, true_v in zip(events.Scalars("robust/sa/max"),
+                            events.Scalars("robust/true/max_violation"), strict=True):
+        assert max(sa_v.value, 0.0) >= true_v.value - 1e-5
+    w = events.Scalars("soft_assignments/w/1/11/0")[-1].value
+    player = sa.engine.copt.player("soft_assignments")
+    assert w == pytest.approx(float(player.assignments()[1, 3, 0]), abs=1e-6)
+    # a naive run on noisy data logs the same curves (it has the true groups), no W
+    naive_events = EventAccumulator(str(naive.run_dir), size_guidance={"scalars": 0}).Reload()
+    naive_tags = set(naive_events.Tags()["scalars"])
+    assert not any(t.startswith("soft_assignments/") for t in naive_tags)
+    truth = _true_tpr_violation(naive.model, naive.engine.train, 0.05)
+    assert truth > 0.03                                   # naive breaks the true groups
+    assert naive_events.Scalars("robust/true/max_violation")[-1].value == pytest.approx(
+        truth, abs=1e-5)
+
+
 def test_the_sa_worst_case_bounds_the_value_at_the_players_w():
     """The LP maximum over 𝒲 of a split's statistics ≥ the constraints at any W in that 𝒲,
     e.g. the player's W projected (many Dykstra rounds) onto the training rows' 𝒲."""
@@ -296,7 +335,7 @@ def test_sa_keys_under_dro_and_sa_without_true_groups_are_clear_errors(compose_c
 def _true_tpr_violation(model: torch.nn.Module, ds, tolerance: float) -> float:
     """max_j TPR − TPR_j − tolerance on the TRUE groups, computed directly from masks."""
     with torch.no_grad():
-        yhat = model(ds.features)[:, 0] > 0
+        yhat = model(ds.features).reshape(-1) > 0
     y, g = ds.labels > 0.5, ds.groups["group_true"]
     tpr = (yhat & y).sum() / y.sum()
     return max(float(tpr - (yhat & y & (g == j)).sum() / (y & (g == j)).sum() - tolerance)

@@ -158,6 +158,16 @@ class SoftAssignmentPlayer(Player):
         """The memberships played now, ``[m̂, 4, m]`` (for logging)."""
         return memberships(self.w)
 
+    def log_scalars(self) -> dict[str, float]:
+        """``soft_assignments/w/<noisy k>/<cell ŷy>/<true j>``: the table played (syncs; at
+        log time), e.g. ``.../w/1/11/0`` = P(G = 0 | Ŷ = 1, Y = 1, Ĝ = 1)."""
+        noisy = self.noisy_values or [str(k) for k in range(self.n_noisy)]
+        w = self.assignments().tolist()
+        cells = ("00", "01", "10", "11")                 # c = 2·ŷ + y
+        return {f"soft_assignments/w/{k}/{cell}/{j}": float(w[kk][c][jj])
+                for kk, k in enumerate(noisy) for c, cell in enumerate(cells)
+                for jj, j in enumerate(self.true_values)}
+
     def robust_rows(self, counts: torch.Tensor) -> torch.Tensor:
         """The constraint rows ``[M]`` at the ``W`` played now, on cell counts ``[m̂, 4]``
         (e.g. a whole split's, :func:`~fairgames.game.soft_groups.cell_counts`): the robust
