@@ -211,7 +211,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if len(set(names)) != len(names):
             raise ValueError(f"every player needs its own name, got {names}")
         game = GameContext(self.problem, self.terms, self.device, self.model_optimizer,
-                           self._fixed_costs)
+                           self._fixed_costs, weights=lambda: self._weights.weights())
         for p in players:
             p.bind(game)
         self.players: list[Player] = sorted(players, key=lambda p: p.order)

@@ -129,6 +129,9 @@ class LogSettings:
     every: int = 50
     logger: RunLogger | None = None
     progress: bool = False
+    # scalars of the model on whole splits, computed at log time only (e.g. paper 004's
+    # true / noisy / robust constraint values: fairgames.train.robust.robust_log)
+    extra: Callable[[torch.nn.Module], Mapping[str, float | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,7 @@ class Engine:
         self.grad_clip = grad_clip
         self.run_dir, self.logger = checkpoints.run_dir, logging.logger
         self.progress, self.on_checkpoint = logging.progress, checkpoints.on_save
+        self.extra_scalars = logging.extra
         self.snapshots = SnapshotRecorder(model, snapshots.every, snapshots.max_kept,
                                           snapshots.strategy, seed=batches.seed,
                                           offset=snapshots.offset)
@@ -419,6 +423,8 @@ class Engine:
         scalars = {k: v for p in copt.players for k, v in p.log_scalars().items()}
         if scalars:
             entry["players"] = scalars
+        if self.extra_scalars is not None:
+            entry["extra"] = dict(self.extra_scalars(self.model))
         self.history.append(entry)
         if self.logger is not None:
             self.logger.scalars(self.step, _tags(entry, equality))
@@ -687,5 +693,6 @@ def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, f
     for key, v in entry.get("parity", {}).items():
         out[f"parity/{key}"] = v
     out.update(entry.get("players", {}))
+    out.update(entry.get("extra", {}))
     return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
             for k, v in out.items()}

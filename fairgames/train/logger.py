@@ -12,6 +12,9 @@ Tags (``/`` groups them in TensorBoard):
   rates (paper 003's statistical parity): the worst |P[f ≥ z | A=a] − P[f ≥ z]| over its
   thresholds on the training batch, overall and per group;
 * ``groups/<attribute>=<value>/<rate>`` on the training batch;
+* with noisy groups (paper 004): ``robust/{noisy,true,tv,sa}/...`` on the whole training
+  split, ``dro/distance/<value>``, ``soft_assignments/w/<noisy>/<ŷy>/<true>``
+  (docs/noisy_groups.md);
 * ``game/likely_infeasible``; ``game/empty_subsets`` (the step's subsets with no weight in
   its batch, whose rates read running estimates);
 * at the end, hparams and ``final/<solution>/<split>/<metric>`` (all in one event file).

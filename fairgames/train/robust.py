@@ -12,10 +12,15 @@ noisy group ``j``, ``1 − |G = j ∧ Ĝ = j| / max(|G = j|, |Ĝ = j|)`` — the
 ``P(Ĝ ≠ G | G = j)`` and ``P(G ≠ Ĝ | Ĝ = j)``, and the premise of Theorem 1 on those rows even
 when the groups' sizes differ (Lemma 1 needs equal sizes; uniform flips break it).
 
-Every run whose data has true groups, or that plays ``robust=dro``, reports per split
+``robust=soft_assignments`` adds the soft-assignment player
+(:class:`~fairgames.game.players.soft_assignments.SoftAssignmentPlayer`, its noise model
+``P(G = j | Ĝ = k)`` read off the training rows: :mod:`fairgames.train.robust_soft`).
+
+Every run whose data has true groups, or that plays a robust method, reports per split
 (``results.json`` ``robust``): the error, the noisy-group and the true-group maximum
 violations, the exact TV-ball worst case of each constraint
-(:func:`fairgames.game.robust.robust_values`) and the ``γ_j`` used.
+(:func:`fairgames.game.robust.robust_values`) and the ``γ_j`` used; with the true groups
+also the exact worst case over the soft assignments 𝒲 (an LP).
 
 Example:
     >>> RobustConfig().name, RobustConfig(name="dro").projection
@@ -24,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,22 +37,30 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
+from fairgames.game.players.base import Player
 from fairgames.game.players.dro import OPTIMIZERS, PROJECTIONS, DROPlayer
+from fairgames.game.players.soft_assignments import SOFT_TIMINGS
 from fairgames.game.robust import robust_values
 from fairgames.game.stochastic import StochasticModel
 
 from .checks import Checks
+from .robust_soft import noise_model, noise_table, soft_player, soft_values
 
-METHODS = ("none", "dro")
+METHODS = ("none", "dro", "soft_assignments")
+# each method's own keys: another method's, set away from its default, is refused
+OWN_KEYS = {"dro": ("gamma", "projection"),
+            "soft_assignments": ("projection_iterations", "timing")}
 GAMMA_RULES = ("estimate", "tv")
 
 
 @dataclass
 class RobustConfig:
-    """``robust.*``: ``name`` (``none`` | ``dro``), ``gamma`` (a TV radius per group value, one
-    for all, ``"estimate"`` or ``"tv"``; null: ``estimate``), and the DRO player's ``lr``,
-    ``optimizer`` (``adam`` | ``sgd``), ``steps`` (projected steps per game step) and
-    ``projection`` (``exact`` | ``authors``)."""
+    """``robust.*``: ``name`` (``none`` | ``dro`` | ``soft_assignments``); the adversary's
+    ``lr``, ``optimizer`` (``adam`` | ``sgd``) and ``steps`` (projected steps per game step);
+    DRO's ``gamma`` (a TV radius per group value, one for all, ``"estimate"`` or ``"tv"``;
+    null: ``estimate``) and ``projection`` (``exact`` | ``authors``); soft assignments'
+    ``projection_iterations`` (Dykstra rounds) and ``timing`` (``before_theta``: Algorithm 4's
+    order W → θ → λ; ``after_theta``: W one step behind)."""
 
     name: str = "none"
     gamma: Any = None
@@ -55,6 +68,8 @@ class RobustConfig:
     optimizer: str = "adam"
     steps: int = 1
     projection: str = "exact"
+    projection_iterations: int = 20
+    timing: str = "before_theta"
 
 
 def check_robust(c: Any, check: Checks) -> None:
@@ -67,6 +82,14 @@ def check_robust(c: Any, check: Checks) -> None:
     check.choice("robust.projection", r.projection, PROJECTIONS)
     check.positive("robust.lr", r.lr)
     check.positive("robust.steps", r.steps, integer=True)
+    check.positive("robust.projection_iterations", r.projection_iterations, integer=True)
+    check.choice("robust.timing", r.timing, SOFT_TIMINGS)
+    defaults = RobustConfig()
+    for method, keys in OWN_KEYS.items():
+        for key in keys:
+            if r.name != method and r.get(key) != getattr(defaults, key):
+                check.bad(f"robust.{key}", r.get(key), f"a key of robust={method} only; "
+                          f"robust={r.name} does not read it (drop it)")
     gamma = r.gamma
     values = list(gamma) if hasattr(gamma, "__len__") and not isinstance(gamma, str) else [gamma]
     if not (gamma is None or gamma in GAMMA_RULES or all(
@@ -74,13 +97,12 @@ def check_robust(c: Any, check: Checks) -> None:
             for v in values)):
         check.bad("robust.gamma", gamma, "a TV radius in [0, 1], one per group value, or "
                   "'estimate' / 'tv' (from the training rows' true and noisy groups)")
-    if r.name == "dro":
-        if c.trainer.constraint_split != "train":
-            check.bad("trainer.constraint_split", c.trainer.constraint_split,
-                      "robust=dro reweights the training rows by id: use train")
-        if c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
-            check.bad("algorithm.name", c.algorithm.name, "robust=dro needs a gradient "
-                      "θ-player (its adversary ascends on θ's backward)")
+    if r.name == "dro" and c.trainer.constraint_split != "train":
+        check.bad("trainer.constraint_split", c.trainer.constraint_split,
+                  "robust=dro reweights the training rows by id: use train")
+    if r.name != "none" and c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
+        check.bad("algorithm.name", c.algorithm.name, f"robust={r.name} needs a gradient "
+                  "θ-player (its adversary moves with θ's steps)")
 
 
 def estimate_gamma(train: TabularDataset, attribute: str, rule: str = "estimate"
@@ -138,12 +160,16 @@ def check_splits(splits: DatasetSplits, attribute: str) -> None:
 
 
 def robust_players(cfg: RobustConfig | None, splits: DatasetSplits, attribute: str
-                   ) -> list[DROPlayer]:
+                   ) -> list[Player]:
     """The players ``cfg`` adds to the game (none for ``robust=none``)."""
     if cfg is None or cfg.name == "none":
         return []
     check_splits(splits, attribute)
     train = splits.train
+    if cfg.name == "soft_assignments":
+        return [soft_player(train, attribute, lr=cfg.lr, steps=cfg.steps,
+                            projection_iterations=cfg.projection_iterations,
+                            optimizer=cfg.optimizer, timing=cfg.timing)]
     return [DROPlayer(attribute, train.groups[attribute].cpu(),
                       resolve_gamma(cfg, train, attribute), lr=cfg.lr, optimizer=cfg.optimizer,
                       steps=cfg.steps, projection=cfg.projection,
@@ -155,29 +181,74 @@ def robust_report(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
                   chunk: int) -> dict[str, Any] | None:
     """``results.json``'s ``robust`` block for the recommended ``model`` (``None`` when the
     run is not robust and its data holds no true groups)."""
-    true = true_attribute(attribute)
-    has_true = true in splits.train.groups
-    if (cfg is None or cfg.name == "none") and not has_true:
+    setup = _setup(cfg, splits.train, attribute)
+    if setup is None:
         return None
-    method = "none" if cfg is None else cfg.name
-    train = splits.train
-    gamma = (resolve_gamma(cfg, train, attribute) if cfg is not None and cfg.name != "none"
-             else estimate_gamma(train, attribute))
+    method, gamma, has_true, b = setup
+    true, train = true_attribute(attribute), splits.train
     out: dict[str, Any] = {
         "method": method, "attribute": attribute, "true_attribute": true if has_true else None,
         "gamma": dict(zip(train.group_names[attribute], gamma, strict=True)),
-        "gamma_source": ("estimate" if method == "none" or cfg is None or cfg.gamma is None
+        "gamma_source": ("estimate" if method != "dro" or cfg is None or cfg.gamma is None
                          else cfg.gamma if cfg.gamma in GAMMA_RULES else "given"),
         "solution": "recommended", "splits": {}}
+    if b is not None:
+        out["p_true_given_noisy"] = noise_table(train, attribute)
     for name, ds in splits.items():
         out["splits"][name] = _split_report(problem, evaluator, model, ds, attribute, gamma,
-                                            chunk, has_true)
+                                            chunk, has_true, b)
     return out
 
 
+def _setup(cfg: RobustConfig | None, train: TabularDataset, attribute: str
+           ) -> tuple[str, list[float], bool, torch.Tensor | None] | None:
+    """``(method, γ, has the true groups, the noise model P(G | Ĝ) or None)``; ``None`` when
+    the run is not robust and its data holds no true groups (nothing to report)."""
+    has_true = true_attribute(attribute) in train.groups
+    if (cfg is None or cfg.name == "none") and not has_true:
+        return None
+    method = "none" if cfg is None else cfg.name
+    gamma = (resolve_gamma(cfg, train, attribute) if cfg is not None and cfg.name == "dro"
+             else estimate_gamma(train, attribute))
+    # the SA worst case needs the noise model P(G | Ĝ), read off the true groups of train
+    b = noise_model(train, attribute) if has_true else None
+    return method, gamma, has_true, b
+
+
+def robust_log(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
+               splits: DatasetSplits, attribute: str, chunk: int
+               ) -> Callable[[torch.nn.Module], dict[str, float | None]] | None:
+    """TensorBoard's curves of the model on the whole training split, at log time only (the
+    engine's ``LogSettings.extra``): ``robust/noisy/max_violation``, ``robust/true/<name>``
+    and ``/max_violation``, the TV-ball worst case ``robust/tv/<name>`` and ``/max``, the
+    worst case over 𝒲 ``robust/sa/<name>`` and ``/max``. ``None`` when there is nothing to
+    report (see :func:`robust_report`)."""
+    setup = _setup(cfg, splits.train, attribute)
+    if setup is None:
+        return None
+    _, gamma, has_true, b = setup
+    train = splits.train
+
+    def scalars(model: torch.nn.Module) -> dict[str, float | None]:
+        e = _split_report(problem, evaluator, model, train, attribute, gamma, chunk, has_true,
+                          b)
+        out = {"robust/noisy/max_violation": e["noisy_max_violation"],
+               "robust/tv/max": e["robust_max"]}
+        if has_true:
+            out["robust/true/max_violation"] = e["true_max_violation"]
+            out.update({f"robust/true/{n}": v for n, v in e["true_violations"].items()})
+        out.update({f"robust/tv/{n}": v for n, v in e["robust_values"].items()})
+        if b is not None:
+            out["robust/sa/max"] = e["soft_max"]
+            out.update({f"robust/sa/{n}": v for n, v in (e["soft_values"] or {}).items()})
+        return out
+
+    return scalars
+
+
 def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: TabularDataset,
-                  attribute: str, gamma: list[float], chunk: int, has_true: bool
-                  ) -> dict[str, Any]:
+                  attribute: str, gamma: list[float], chunk: int, has_true: bool,
+                  b: torch.Tensor | None) -> dict[str, Any]:
     from .data import predict_scores  # here: .data imports .config, which imports this
 
     scores = predict_scores(model, ds.features, chunk)
@@ -196,6 +267,11 @@ def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: 
     entry["robust_values"] = values
     known = [v for v in values.values() if v is not None]
     entry["robust_max"] = max(known) if known else None
+    if b is not None:
+        soft = soft_values(problem, scores, ds, attribute, b, weights)
+        entry["soft_values"] = soft
+        found = [v for v in (soft or {}).values() if v is not None]
+        entry["soft_max"] = max(found) if found else None
     return entry
 
 
@@ -221,7 +297,8 @@ def robust_line(block: Mapping[str, Any]) -> str:
     gammas = ", ".join(f"{k}={v:.3f}" for k, v in block["gamma"].items())
     parts = []
     for split, e in block["splits"].items():
+        soft = f", SA {f(e['soft_max'])}" if "soft_max" in e else ""
         parts.append(f"{split} error {f(e['error'])}, noisy max violation "
                      f"{f(e['noisy_max_violation'])}, true {f(e.get('true_max_violation'))}, "
-                     f"robust {f(e['robust_max'])}")
+                     f"robust {f(e['robust_max'])}{soft}")
     return f"robust ({block['method']}, γ {gammas}): " + "; ".join(parts)

@@ -117,7 +117,7 @@ from .report import (
     validate_results,
 )
 from .resume import RESUME_FREE, resumed_config
-from .robust import RobustConfig, robust_players, robust_report
+from .robust import RobustConfig, robust_log, robust_players, robust_report
 from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
@@ -833,7 +833,10 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
         batches=BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,
                               seed=inputs.seed),
         logging=LogSettings(every=trainer.log_every, logger=logger, progress=trainer.progress
-                            and (inputs.parallel is None or inputs.parallel.writes)),
+                            and (inputs.parallel is None or inputs.parallel.writes),
+                            extra=robust_log(inputs.robust, built.problem,
+                                             _evaluator(ctx, built, model), ctx.splits,
+                                             inputs.protected, trainer.eval_chunk)),
         snapshots=SnapshotSettings(every=trainer.snapshot_every,
                                    max_kept=trainer.max_snapshots,
                                    strategy=trainer.snapshot_strategy,

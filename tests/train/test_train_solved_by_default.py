@@ -95,5 +95,6 @@ def test_the_catalog_matrix_cell_is_solved_by_default(problem, data):
     reference = {(c["problem"], c["data"]): c for c in json.loads(
         (ROOT / "benchmarks" / "results" / "solved_by_default_before.json").read_text())["cells"]}
     row = bench.run_cell(problem, data, 0, ["trainer.progress=false"])
-    judged = bench.judge(row, reference[(problem, data)])
+    # a problem added after the reference was taken has none: judged on train feasibility
+    judged = bench.judge(row, reference.get((problem, data)))
     assert judged["passed"], (judged, row["solutions"]["recommended"])

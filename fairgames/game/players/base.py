@@ -68,6 +68,9 @@ class GameContext:
     surrogate of ``⟨c, R⟩`` at the leaf costs ``frozen.costs`` of the λ (``frozen.omega``,
     ``frozen.lam``) and ratio state of the first call, without updating the evaluator's running
     estimates or recording anything: a best-response θ-player's inner loop."""
+    weights: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None
+    """``(ω, λ)`` played now (device tensors), for a player that moves inside
+    :meth:`Player.transform`, before θ's loss is formed (soft assignments' Algorithm 4 order)."""
 
 
 class Player:

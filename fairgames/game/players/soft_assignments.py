@@ -12,12 +12,18 @@ fixed-iteration Dykstra projection onto 𝒲(θ) built from the batch's cell sta
 ``W`` serves every constraint (Lemma 7; the authors' code).
 
 How the player sees the model: its :meth:`~SoftAssignmentPlayer.transform` reads the batch's
-scores (detached) and noisy codes, records the cell counts and hands the fused pass the batch
-with ``attribute`` replaced by the soft memberships. Its ``play`` (order 5: after θ, before the
-multipliers) then takes its ``W`` steps on those counts with this step's ``(ω, λ)``, so the
-``W`` θ descends on at step ``t`` was maximised at step ``t − 1``'s batch and multipliers —
-Algorithm 4's "W × 5 → θ → λ" with the ``W`` update one step behind (the batch is evaluated
-before ``step`` in a torch loop). A step θ skipped (``round.ok``) leaves no trace.
+scores (detached) and noisy codes and hands the fused pass the batch with ``attribute``
+replaced by the soft memberships. When ``W`` moves is ``timing``:
+
+* ``"before_theta"`` — Algorithm 4's order "W × 5 → θ → λ": ``transform`` itself takes the
+  ``W`` steps on this batch's cell counts (the current θ's predictions) with the ``(ω, λ)``
+  played now, then hands the pass the memberships of the new ``W``, so θ descends on the
+  ``W`` just maximised at its own predictions;
+* ``"after_theta"`` (the default of the class): ``transform`` records the counts and
+  ``play`` (order 5: after θ, before the multipliers) takes the steps, so the ``W`` θ descends
+  on at step ``t`` was maximised at step ``t − 1``'s batch and multipliers (one step behind).
+
+Either way a step θ skipped (``round.ok``) leaves no trace.
 
 Example:
     >>> import torch
@@ -64,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
 
 SOFT_OPTIMIZERS = ("adam", "sgd")
+SOFT_TIMINGS = ("after_theta", "before_theta")
 
 
 class SoftAssignmentPlayer(Player):
@@ -83,6 +90,8 @@ class SoftAssignmentPlayer(Player):
         projection_iterations: Dykstra rounds per projection (20 in the authors' code).
         optimizer: ``"adam"`` (the authors' code) or ``"sgd"`` (plain projected ascent).
         order: place among the players after θ (default 5: before the slacks and λ).
+        timing: ``"after_theta"`` or ``"before_theta"`` (Algorithm 4's order; see the
+            module docstring).
     """
 
     name = "soft_assignments"
@@ -93,7 +102,7 @@ class SoftAssignmentPlayer(Player):
                  attribute: str | None = None, true_values: Sequence[str] | None = None,
                  noisy_values: Sequence[str] | None = None, lr: float = 0.01,
                  steps: int = 5, projection_iterations: int = 20, optimizer: str = "adam",
-                 order: int = 5) -> None:
+                 order: int = 5, timing: str = "after_theta") -> None:
         b = check_noise_model(p_true_given_noisy)
         self.n_true, self.n_noisy = int(b.shape[0]), int(b.shape[1])
         self.true_values = ([str(v) for v in true_values] if true_values is not None
@@ -106,6 +115,8 @@ class SoftAssignmentPlayer(Player):
                              f"p_true_given_noisy has {self.n_noisy} columns (noisy groups)")
         if optimizer not in SOFT_OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {SOFT_OPTIMIZERS}, got {optimizer!r}")
+        if timing not in SOFT_TIMINGS:
+            raise ValueError(f"timing must be one of {SOFT_TIMINGS}, got {timing!r}")
         for key, value in (("steps", steps), ("projection_iterations", projection_iterations),
                            ("order", order)):
             if int(value) != value or value < 1:
@@ -117,6 +128,7 @@ class SoftAssignmentPlayer(Player):
         self.lr_value, self.steps, self.optimizer = float(lr), int(steps), optimizer
         self.projection_iterations, self.order = int(projection_iterations), int(order)
         self._b64 = b
+        self.timing = timing
 
     def bind(self, game: GameContext) -> None:
         if not game.terms.affine_only:
@@ -136,10 +148,26 @@ class SoftAssignmentPlayer(Player):
         self.square = torch.zeros_like(self.w)
         self.t = torch.zeros((), device=dev)             # Adam's step count
         self._counts = torch.zeros(self.n_noisy, 4, device=dev)
+        self._weights = game.weights
+        self._empty = torch.zeros(0, device=dev)
+        self._before: tuple[torch.Tensor, ...] | None = None   # the state a skipped step restores
+        if self.timing == "before_theta" and game.weights is None:
+            raise ValueError("timing='before_theta' moves W before θ's loss: it needs the "
+                             "game's (ω, λ) (GameContext.weights)")
 
     def assignments(self) -> torch.Tensor:
         """The memberships played now, ``[m̂, 4, m]`` (for logging)."""
         return memberships(self.w)
+
+    def log_scalars(self) -> dict[str, float]:
+        """``soft_assignments/w/<noisy k>/<cell ŷy>/<true j>``: the table played (syncs; at
+        log time), e.g. ``.../w/1/11/0`` = P(G = 0 | Ŷ = 1, Y = 1, Ĝ = 1)."""
+        noisy = self.noisy_values or [str(k) for k in range(self.n_noisy)]
+        w = self.assignments().tolist()
+        cells = ("00", "01", "10", "11")                 # c = 2·ŷ + y
+        return {f"soft_assignments/w/{k}/{cell}/{j}": float(w[kk][c][jj])
+                for kk, k in enumerate(noisy) for c, cell in enumerate(cells)
+                for jj, j in enumerate(self.true_values)}
 
     def robust_rows(self, counts: torch.Tensor) -> torch.Tensor:
         """The constraint rows ``[M]`` at the ``W`` played now, on cell counts ``[m̂, 4]``
@@ -167,19 +195,42 @@ class SoftAssignmentPlayer(Player):
                              "(not probabilities or a mixture)")
         codes = cell_codes(noisy, batch.scores, batch.labels)
         weights = batch.weights.detach() if batch.weights is not None else None
-        self._counts += cell_counts(codes, self.n_noisy, weights)
+        counts = cell_counts(codes, self.n_noisy, weights)
+        if self.timing == "before_theta":
+            if self._before is None:
+                self._before = tuple(x.clone() for x in self._state())
+            omega, lam = self._weights()
+            with torch.no_grad():
+                self._ascend(counts, omega.detach(), lam.detach())
+        else:
+            self._counts += counts
         member = memberships(self.w).reshape(-1, self.n_true).index_select(0, codes)
         groups = {**batch.groups, self.attribute: member}
         values = {**batch.group_values, self.attribute: self.true_values}
         return dataclasses.replace(batch, groups=groups, group_values=values)
 
+    def _state(self) -> tuple[torch.Tensor, ...]:
+        return self.w, self.moment, self.square, self.t
+
     def play(self, round: Round) -> None:
+        if self.timing == "before_theta":
+            before, self._before = self._before, None
+            if before is not None and round.ok is not None:   # θ's step skipped: W's too
+                for mine, old in zip(self._state(), before, strict=True):
+                    torch.where(round.ok, mine, old, out=mine)
+            return
         counts, self._counts = self._counts, torch.zeros_like(self._counts)
+        self._ascend(counts, round.omega, round.lam, round.ok)
+
+    def _ascend(self, counts: torch.Tensor, omega: torch.Tensor, lam: torch.Tensor,
+                ok: torch.Tensor | None = None) -> None:
+        """``steps`` projected ascent steps of ``W`` on cell ``counts`` at ``(ω, λ)``; the
+        new state is written in place (kept where ``ok``; a rebinding would break the
+        ``_before`` copy a skipped step restores)."""
         # At λ = 0 every W maximises λᵀg, and W = b (where it starts) can meet constraints
         # the true groups break, so λ would never leave 0: W then ascends Σ_r g_r instead.
-        lam = round.lam
         lam = torch.where(lam.abs().sum() > 0, lam, torch.ones_like(lam))
-        costs = self.terms.leaf_costs(round.omega, lam, round.empty)
+        costs = self.terms.leaf_costs(omega, lam, self._empty)
         projector = affine_projector(cell_fractions(counts), self.b)
         w, moment, square, t = self.w, self.moment, self.square, self.t
         for _ in range(self.steps):
@@ -193,12 +244,11 @@ class SoftAssignmentPlayer(Player):
             else:
                 ascent = grad
             w = dykstra(w + self.lr * ascent, projector, self.projection_iterations)
-        for mine, new in ((self.w, w), (self.moment, moment), (self.square, square),
-                          (self.t, t)):
-            if round.ok is None:
+        for mine, new in zip(self._state(), (w, moment, square, t), strict=True):
+            if ok is None:
                 mine.copy_(new)
             else:
-                torch.where(round.ok, new, mine, out=mine)
+                torch.where(ok, new, mine, out=mine)
 
     def param_groups(self) -> list[dict[str, Any]]:
         return [lr_group(self, self.lr)]
@@ -215,8 +265,9 @@ class SoftAssignmentPlayer(Player):
         for key in ("w", "moment", "square", "t", "lr"):
             getattr(self, key).copy_(state[key])
         self._counts.zero_()
+        self._before = None
 
     def __repr__(self) -> str:
         return (f"SoftAssignmentPlayer({self.noisy_attribute!r}, noisy={self.n_noisy}, "
                 f"true={self.n_true}, lr={self.lr_value}, steps={self.steps}, "
-                f"optimizer={self.optimizer!r})")
+                f"optimizer={self.optimizer!r}, timing={self.timing!r})")
