@@ -54,7 +54,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -392,6 +392,8 @@ class RateEvaluator(torch.nn.Module):
         grids = np.meshgrid(*[np.arange(f.size) for f in factors], indexing="ij")
         coords = {f.name: g.reshape(-1) for f, g in zip(factors, grids, strict=True)}
 
+        positions: dict[str, dict[str, int]] = {}
+
         def member(s: Subset) -> np.ndarray:
             if isinstance(s, Everything):
                 return np.ones(cells, dtype=bool)
@@ -408,7 +410,11 @@ class RateEvaluator(torch.nn.Module):
             if isinstance(s, SourceIs):
                 return coords["source"] == _resolve(s.value, batch.source_names or [], "source")
             if isinstance(s, GroupIs):
-                code = _resolve(s.value, batch.group_values[s.attribute], f"group {s.attribute!r}")
+                names = batch.group_values[s.attribute]
+                if s.attribute not in positions:   # name → code once: K lookups, not K²
+                    positions[s.attribute] = {n: i for i, n in reversed(list(enumerate(names)))}
+                code = _resolve(s.value, names, f"group {s.attribute!r}",
+                                positions[s.attribute])
                 return coords["group:" + s.attribute] == code
             raise TypeError(f"unknown subset node {type(s).__name__}")
 
@@ -1099,8 +1105,11 @@ def _first_order_only() -> None:
                          "not supported")
 
 
-def _resolve(value: str | int, names: Sequence[str], what: str) -> int:
+def _resolve(value: str | int, names: Sequence[str], what: str,
+             positions: Mapping[str, int] | None = None) -> int:
     if isinstance(value, str):
+        if positions is not None and value in positions:
+            return positions[value]
         if value in names:
             return list(names).index(value)
         raise RatesError(f"unknown value {value!r} of {what}; known values: {list(names)}")
