@@ -121,6 +121,22 @@ def group_cross(splits: DatasetSplits, attributes: Sequence[str], *,
     return DatasetSplits(out["train"], out["validation"], out["test"], metadata)
 
 
+def constrained_values(group_names: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """``group_names`` without :data:`UNSEEN`: the values a problem may constrain (the
+    rows of dropped cells have no training row, so no constraint could train on them).
+
+    Example:
+        >>> constrained_values({"a|b": ["a=x|b=y", UNSEEN]})
+        {'a|b': ['a=x|b=y']}
+    """
+    return {a: [v for v in names if v != UNSEEN] for a, names in group_names.items()}
+
+
+def constrained_counts(ds: TabularDataset, attribute: str) -> dict[str, int]:
+    """``ds.group_counts(attribute)`` without :data:`UNSEEN` (see :func:`constrained_values`)."""
+    return {v: n for v, n in ds.group_counts(attribute).items() if v != UNSEEN}
+
+
 def crossed_column(frame: pd.DataFrame, columns: Sequence[str], *,
                    bands: Mapping[str, Sequence[float]] | None = None) -> pd.Series:
     """One string column of ``frame`` with the cells of ``columns`` (``"a=x|b=y"``), for

