@@ -15,6 +15,7 @@ Real data sets (``available_datasets()``) are loaded with :func:`load`, e.g.
 ``docs/data.md``.
 """
 
+from .crossed import CrossedGroups, CrossedGroupsWarning, crossed_column, group_cross
 from .dataset import DatasetSplits, TabularDataset
 from .errors import DataArgumentError, DataError
 from .loaders import available_datasets, load
@@ -31,6 +32,8 @@ from .table import from_frame, load_table
 from .table_preprocess import TablePreprocessor
 
 __all__ = [
+    "CrossedGroups",
+    "CrossedGroupsWarning",
     "DataArgumentError",
     "DataError",
     "DatasetSplits",
@@ -43,6 +46,8 @@ __all__ = [
     "noisy_splits",
     "true_attribute",
     "flip_groups",
+    "crossed_column",
+    "group_cross",
     "from_frame",
     "load",
     "load_table",

@@ -38,7 +38,15 @@ from .players import (
     register_theta_strategy,
 )
 from .players.soft_assignments import SoftAssignmentPlayer
-from .presets import DEFAULT_PRESET, PRESETS, PlayerOptions, Preset, get_preset
+from .presets import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SWAP_REGRET_MAX_ROWS,
+    LargeGameWarning,
+    PlayerOptions,
+    Preset,
+    get_preset,
+)
 from .problem import (
     Problem,
     default_steps,
@@ -87,5 +95,6 @@ __all__ = [
     "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",
 ]
 # paper 004's soft group assignments (issue 23)
+__all__ += ["LargeGameWarning", "SWAP_REGRET_MAX_ROWS"]
 __all__ += ["SoftAssignmentPlayer", "SoftWorstCase", "project_soft_assignments",
             "soft_worst_case"]

@@ -75,6 +75,7 @@ import torch
 
 from fairgames.rates import Expression, Psi, PsiNode, RatioNode, sign_correct_sum, sign_split
 
+from .sparse import RowMatrix
 from .terms import AffineRows, BilinearRatios, LinearRatios, PsiTerms, SlackRows, Term, _t
 
 
@@ -162,9 +163,16 @@ class TrueEvaluation(torch.nn.Module):
                 v[index[lf.key]] += c
             return v
 
+        def entries(form) -> dict[int, float]:
+            v: dict[int, float] = {}
+            for lf, c in form.terms:
+                i = index[lf.key]
+                v[i] = v.get(i, 0.0) + c
+            return v
+
         exprs = [objective, *constraints]
-        self.register_buffer("a", _t([vec(e.affine) for e in exprs], (len(exprs), k)),
-                             persistent=False)
+        # [C+1, K]: sparse from SPARSE_ENTRIES on (one constraint per group reads two leaves)
+        self.matrix = RowMatrix([entries(e.affine) for e in exprs], k)
         self.register_buffer("d", _t([e.affine.constant for e in exprs]), persistent=False)
         self.nodes: list[tuple[int, float, object, list[torch.Tensor], list[float]]] = []
         node_rows: list[int] = []
@@ -196,9 +204,9 @@ class TrueEvaluation(torch.nn.Module):
         """``(objective, constraints [C])`` at leaf values ``[K]``, in their precision (float64
         for a whole split's exact values). A ratio whose denominator is 0 is undefined (NaN,
         ±inf) unless ``ratio_floor`` is given: it then reads ``num / ratio_floor``."""
-        dt = leaves.dtype if leaves.is_floating_point() else self.a.dtype
+        dt = leaves.dtype if leaves.is_floating_point() else self.d.dtype
         leaves = leaves.to(dt)
-        out = self.a.to(dt) @ leaves + self.d.to(dt)
+        out = self.matrix.mv(leaves) + self.d.to(dt)
         extra = []
         for i, c, node, vs, cs in self.nodes:
             args = [v.to(dt) @ leaves + k for v, k in zip(vs, cs, strict=True)]
@@ -222,7 +230,7 @@ class CompiledRows:
     names, kinds), the model-independent arguments ``φ``, and the ψ and ratio terms."""
 
     ratio_floor: float = 0.01
-    rows_a: list[list[float]] = field(default_factory=list)
+    rows_a: list[dict[int, float] | list[float]] = field(default_factory=list)  # sparse or dense
     rows_d: list[float] = field(default_factory=list)
     rows_b: list[dict[int, float]] = field(default_factory=list)
     bilinear: list[Bilinear] = field(default_factory=list)

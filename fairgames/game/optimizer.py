@@ -66,6 +66,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ from .history import StepRecord
 from .players.base import GameContext, Player
 from .players.multipliers import MultiplierPlayer
 from .players.theta import ThetaPlayer
-from .presets import PlayerOptions, Preset, resolve_preset
+from .presets import LargeGameWarning, PlayerOptions, Preset, large_game_preset, resolve_preset
 from .problem import Problem
 from .round import Record, Round
 
@@ -163,9 +164,12 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                             f"parameters, got {type(model_optimizer).__name__}")
         self.problem = problem
         self.model_optimizer = model_optimizer
-        self.preset = resolve_preset(
-            preset, multipliers=multipliers if isinstance(multipliers, str) else None,
-            theta=theta, psi_slacks=psi_slacks, ratio_slacks=ratio_slacks, payoffs=payoffs)
+        choice = dict(multipliers=multipliers if isinstance(multipliers, str) else None,
+                      theta=theta, psi_slacks=psi_slacks, ratio_slacks=ratio_slacks,
+                      payoffs=payoffs)
+        self.preset = resolve_preset(preset, **choice)  # type: ignore[arg-type]
+        # preset_note: why the default preset was replaced (None: it was not)
+        self.preset_note = self._large_game(preset, multipliers, choice)
         self.device = torch.device(device if device is not None
                                    else _parameter_device(model_optimizer))
         self.terms = problem.compile(self.preset.ratio_slacks).on(self.device)
@@ -200,6 +204,18 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._hooks: list[Callable[[StepRecord], None]] = []
         self._pending: Record | None = None
         self._heldout: Record | None = None
+
+    def _large_game(self, preset: object, multipliers: object, choice: dict) -> str | None:
+        """A game too large for the default preset's swap regret plays the linear-cost
+        preset instead, with a :class:`LargeGameWarning` (only when neither the preset nor
+        the multipliers were named)."""
+        switch = (large_game_preset(self.problem.num_multipliers)
+                  if preset is None and multipliers is None else None)
+        if switch is None:
+            return None
+        self.preset = resolve_preset(switch[0], **choice)
+        warnings.warn(switch[1], LargeGameWarning, stacklevel=3)
+        return switch[1]
 
     def _bind(self, players: list[Player]) -> None:
         """Bind every player, index the views they provide, and make the parameter groups."""

@@ -312,6 +312,31 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 DEFAULT_PRESET = "proxy_lagrangian"
+LARGE_GAME_PRESET = "lagrangian"
+SWAP_REGRET_MAX_ROWS = 1024
+"""Multiplier rows above which the default preset (swap regret: a dense ``(M+1)²`` matrix,
+O(M²) per step) gives way to :data:`LARGE_GAME_PRESET` (projected gradient ascent, O(M))."""
+
+
+class LargeGameWarning(UserWarning):
+    """The default preset was replaced by a preset whose cost is linear in the rows."""
+
+
+def large_game_preset(rows: int) -> tuple[str, str] | None:
+    """``(preset name, why)`` when a game of ``rows`` multiplier rows is too large for the
+    default preset's swap-regret player (``None``: keep the default).
+
+    Example:
+        >>> large_game_preset(8) is None, large_game_preset(10_000)[0]
+        (True, 'lagrangian')
+    """
+    if rows <= SWAP_REGRET_MAX_ROWS:
+        return None
+    return LARGE_GAME_PRESET, (
+        f"{rows} multiplier rows > {SWAP_REGRET_MAX_ROWS}: the default preset "
+        f"{DEFAULT_PRESET!r} (swap regret, a dense {rows + 1}² matrix per step) is replaced "
+        f"by {LARGE_GAME_PRESET!r} (projected gradient ascent, linear in the rows); name a "
+        "preset to choose")
 
 
 def _arguments(cls: type[Player], config: Mapping[str, Any]) -> dict[str, Any]:

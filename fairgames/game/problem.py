@@ -95,7 +95,16 @@ class _Builder(CompiledRows):
             v[self.leaf_index[lf.key]] += scale * c
         return v
 
-    def add_row(self, a: list[float], d: float, b: dict[int, float], name: str,
+    def entries(self, form: AffineForm, scale: float = 1.0) -> dict[int, float]:
+        """:meth:`vector`'s non-zero part, ``{leaf index: coefficient}`` (the same sums): a
+        constraint row reads a few of the K leaves."""
+        v: dict[int, float] = {}
+        for lf, c in form.terms:
+            i = self.leaf_index[lf.key]
+            v[i] = v.get(i, 0.0) + scale * c
+        return v
+
+    def add_row(self, a: list[float] | dict[int, float], d: float, b: dict[int, float], name: str,
                 kind: str) -> int:
         self.rows_a.append(a)
         self.rows_d.append(d)
@@ -506,13 +515,13 @@ class Problem:
         for name, con in self.constraints.items():
             g = con.expression
             if con.sense == "<=":
-                r = b.add_row(b.vector(g.affine), g.affine.constant, {}, name, "constraint")
+                r = b.add_row(b.entries(g.affine), g.affine.constant, {}, name, "constraint")
                 owners.append((name, g, r))
                 first_rows.append(r)
             else:
-                r1 = b.add_row(b.vector(g.affine), g.affine.constant, {}, name + "[<=]",
+                r1 = b.add_row(b.entries(g.affine), g.affine.constant, {}, name + "[<=]",
                                "constraint")
-                r2 = b.add_row(b.vector(g.affine, -1.0), -g.affine.constant, {},
+                r2 = b.add_row(b.entries(g.affine, -1.0), -g.affine.constant, {},
                                name + "[>=]", "constraint")
                 owners.append((name + "[<=]", g, r1))
                 owners.append((name + "[>=]", g * -1.0, r2))

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import torch
 
 from .conjugates import psi_linear_argmin
+from .sparse import Row, RowMatrix
 
 Ratios = tuple[torch.Tensor, torch.Tensor] | None
 
@@ -63,12 +64,11 @@ class AffineRows(Term):
     other terms add to."""
 
     def __init__(self, *, objective: list[float], objective_constant: float,
-                 rows_a: list[list[float]], rows_d: list[float],
+                 rows_a: Sequence[Row], rows_d: list[float],
                  constraint_rows: Sequence[int] | None = None,
-                 objective_in_costs: bool = True) -> None:
+                 objective_in_costs: bool = True, sparse: bool | None = None) -> None:
         super().__init__()
         k, m = len(objective), len(rows_a)
-        a = _t(rows_a, (m, k))
         rows = list(range(m)) if constraint_rows is None else list(constraint_rows)
         self.objective_constant = float(objective_constant)
         # Shortcuts of the per-step ops (same values): a zero objective vector, and constraint
@@ -78,24 +78,37 @@ class AffineRows(Term):
         # ObjectiveBound), so the leaf costs carry the constraints' part alone.
         self.costs_without_objective = self.objective_zero or not objective_in_costs
         self.rows_are_constraints = rows == list(range(m))
+        # A, Aᵀ, A⁺, A⁻: dense for small problems, CSR from SPARSE_ENTRIES on (sparse.py)
+        self.matrix = RowMatrix(rows_a, k, sparse=sparse)
+        self.sparse = self.matrix.sparse
+        self.matrix_t, self.matrix_pos = self.matrix.t(), self.matrix.positive()
+        self.matrix_neg = self.matrix.negative()
         self._buffers_from({
-            "objective": _t(objective, (k,)), "a": a, "a_t": a.t().contiguous(),
-            "a_pos": a.clamp_min(0.0), "a_neg": a.clamp_max(0.0), "d": _t(rows_d, (m,)),
+            "objective": _t(objective, (k,)), "d": _t(rows_d, (m,)),
             "constraint_rows": torch.tensor(rows, dtype=torch.long),
             "objective_constant_t": torch.tensor(float(objective_constant))})
 
+    @property
+    def a(self) -> torch.Tensor:
+        """``A`` [M, K] as a dense tensor."""
+        return self.matrix.dense()
+
     def add_costs(self, costs, omega, lam, slacks, ratios):
         if self.costs_without_objective:
-            return torch.mv(self.a_t, lam)
-        return torch.addmv(omega * self.objective, self.a_t, lam)
+            return self.matrix_t.mv(lam)
+        if self.sparse:
+            return omega * self.objective + self.matrix_t.mv(lam)
+        return torch.addmv(omega * self.objective, self.matrix_t.matrix, lam)
 
     def rows(self, leaves: torch.Tensor) -> torch.Tensor:
         """``A·R + d`` [M] at leaf values."""
-        return torch.addmv(self.d, self.a, leaves)
+        if self.sparse:
+            return self.d + self.matrix.mv(leaves)
+        return torch.addmv(self.d, self.matrix.matrix, leaves)
 
     def rows_bound(self, upper: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
         """``A⁺·upper + A⁻·lower + d``: the rows' surrogate (upper-bound) R-part."""
-        return self.a_pos @ upper + self.a_neg @ lower + self.d
+        return self.matrix_pos.mv(upper) + self.matrix_neg.mv(lower) + self.d
 
     def truth_from_rows(self, leaves: torch.Tensor, rows: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor]:

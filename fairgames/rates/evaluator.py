@@ -54,7 +54,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -348,6 +348,26 @@ class RateEvaluator(torch.nn.Module):
             self._plans[sig] = plan
         return plan
 
+    def _leaf_tables(self, ind_pos: Mapping[Indicator, int], loss_pos: Mapping[str, int],
+                     n_ind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per leaf: its event's ``a`` and ``b`` tables ``[K, 2, 2]`` (zeros for a loss; ``b``
+        zeros for an event that reads no model), the column of its indicator's hits and
+        the column of its loss (``-1``: an event's)."""
+        k = len(self.leaves)
+        a_tab, b_tab = np.zeros((k, 2, 2)), np.zeros((k, 2, 2))
+        b_col, loss_col = np.zeros(k, dtype=np.int64), np.full(k, -1, dtype=np.int64)
+        for i, lf in enumerate(self.leaves):
+            if lf.loss is not None:
+                loss_col[i] = 1 + 3 * n_ind + loss_pos[lf.loss.name]
+                continue
+            ev = lf.event
+            assert ev is not None
+            a_tab[i] = ev.a
+            if ev.depends_on_model:
+                b_tab[i] = ev.b
+                b_col[i] = 1 + 3 * ind_pos[ev.indicator]
+        return a_tab, b_tab, b_col, loss_col
+
     def _compile(self, batch: Batch) -> _Plan:
         literals = [lit for s in self.subsets for lit in s.literals()]
         uses_label = any(isinstance(x, LabelIs) for x in literals) or any(
@@ -396,32 +416,13 @@ class RateEvaluator(torch.nn.Module):
         grids = np.meshgrid(*[np.arange(f.size) for f in factors], indexing="ij")
         coords = {f.name: g.reshape(-1) for f, g in zip(factors, grids, strict=True)}
 
-        def member(s: Subset) -> np.ndarray:
-            if isinstance(s, Everything):
-                return np.ones(cells, dtype=bool)
-            if isinstance(s, And):
-                return member(s.left) & member(s.right)
-            if isinstance(s, Or):
-                return member(s.left) | member(s.right)
-            if isinstance(s, Not):
-                return ~member(s.inner)
-            if isinstance(s, LabelIs):
-                return coords["label"] == int(s.value)
-            if isinstance(s, BaselineIs):
-                return coords["baseline"] == int(s.value)
-            if isinstance(s, SourceIs):
-                return coords["source"] == _resolve(s.value, batch.source_names or [], "source")
-            if isinstance(s, GroupIs):
-                code = _resolve(s.value, batch.group_values[s.attribute], f"group {s.attribute!r}")
-                return coords["group:" + s.attribute] == code
-            raise TypeError(f"unknown subset node {type(s).__name__}")
-
-        membership = [member(s) for s in self.subsets]
+        membership = _Membership(coords, cells, batch).cells
+        members = [membership(s) for s in self.subsets]     # sorted cell ids per subset
         # Each subset's label / baseline part: the (label, baseline) pairs, 2·y + o, that some
         # cell of the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
         part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
                 + coords.get("baseline", np.zeros(cells, dtype=np.int64)))
-        projected = [np.unique(part[mem]) for mem in membership]
+        projected = [np.unique(part[mem]) for mem in members]
         n_ind, n_loss = len(self.indicators), len(self.losses)
         columns = 1 + 3 * n_ind + n_loss
         ind_pos = {ind: j for j, ind in enumerate(self.indicators)}
@@ -433,57 +434,48 @@ class RateEvaluator(torch.nn.Module):
         cols: list[np.ndarray] = []
         vals: list[np.ndarray] = []
 
-        def put(row: int, cell_ids: np.ndarray, col: int, v: np.ndarray) -> None:
+        def put(row: int | np.ndarray, cell_ids: np.ndarray, col: int | np.ndarray,
+                v: np.ndarray) -> None:
             nz = v != 0
             if nz.any():
-                rows.append(np.full(int(nz.sum()), row))
-                cols.append(cell_ids[nz] * columns + col)
+                rows.append(np.broadcast_to(row, v.shape)[nz])
+                cols.append(cell_ids[nz] * columns + np.broadcast_to(col, v.shape)[nz])
                 vals.append(v[nz])
 
-        for i, lf in enumerate(self.leaves):
-            cell_ids = np.nonzero(membership[self._leaf_subset[i]])[0]
-            if lf.loss is not None:
-                c = 1 + 3 * n_ind + loss_pos[lf.loss.name]
-                ones = np.ones(len(cell_ids))
-                for block in range(3):
-                    put(block * k + i, cell_ids, c, ones)
-                continue
-            ev = lf.event
-            assert ev is not None
-            a = np.asarray(ev.a)[y[cell_ids], o[cell_ids]]
-            for block in range(3):
-                put(block * k + i, cell_ids, 0, a)
-            if ev.depends_on_model:
-                b = np.asarray(ev.b)[y[cell_ids], o[cell_ids]]
-                j = 1 + 3 * ind_pos[ev.indicator]
-                put(i, cell_ids, j, b)                                    # true
-                put(k + i, cell_ids, j + 1, np.where(b > 0, b, 0.0))      # upper: b⁺·up
-                put(k + i, cell_ids, j + 2, np.where(b < 0, b, 0.0))      #        b⁻·lo
-                put(2 * k + i, cell_ids, j + 2, np.where(b > 0, b, 0.0))  # lower: b⁺·lo
-                put(2 * k + i, cell_ids, j + 1, np.where(b < 0, b, 0.0))  #        b⁻·up
-        for m, mem in enumerate(membership):
-            cell_ids = np.nonzero(mem)[0]
-            put(3 * k + m, cell_ids, 0, np.ones(len(cell_ids)))
+        # The leaves' rows, all leaves at once (entry e: leaf[e], cell[e]); the matrix is
+        # coalesced below, so the entries' order does not matter.
+        counts = np.array([len(members[j]) for j in self._leaf_subset], dtype=np.int64)
+        leaf = np.repeat(np.arange(k), counts)
+        cell = (np.concatenate([members[j] for j in self._leaf_subset]) if k
+                else np.zeros(0, dtype=np.int64))
+        a_tab, b_tab, b_col, loss_col = self._leaf_tables(ind_pos, loss_pos, n_ind)
+        is_loss = loss_col[leaf] >= 0
+        ones = np.ones(int(is_loss.sum()))
+        for block in range(3):
+            put(block * k + leaf[is_loss], cell[is_loss], loss_col[leaf[is_loss]], ones)
+        ev_leaf, ev_cell = leaf[~is_loss], cell[~is_loss]
+        a = a_tab[ev_leaf, y[ev_cell], o[ev_cell]]
+        for block in range(3):
+            put(block * k + ev_leaf, ev_cell, 0, a)
+        b = b_tab[ev_leaf, y[ev_cell], o[ev_cell]]   # 0 where the event reads no model
+        j = b_col[ev_leaf]
+        b_pos, b_neg = np.where(b > 0, b, 0.0), np.where(b < 0, b, 0.0)
+        put(ev_leaf, ev_cell, j, b)                                          # true
+        put(k + ev_leaf, ev_cell, j + 1, b_pos)                              # upper: b⁺·up
+        put(k + ev_leaf, ev_cell, j + 2, b_neg)                              #        b⁻·lo
+        put(2 * k + ev_leaf, ev_cell, j + 2, b_pos)                          # lower: b⁺·lo
+        put(2 * k + ev_leaf, ev_cell, j + 1, b_neg)                          #        b⁻·up
+        sizes = np.array([len(mem) for mem in members], dtype=np.int64)
+        if len(members):
+            subset_cells = np.concatenate(members)
+            put(3 * k + np.repeat(np.arange(len(members)), sizes), subset_cells, 0,
+                np.ones(len(subset_cells)))
         # The fallback rows (see _Plan.fallback) read the cell sums folded into the four
         # parts ([4·columns]: O(cells) once), not the cells: K rows over the cells would
         # cost O(K·cells) per pass where groups are many.
-        n_main = len(rows)
         parts = np.arange(4)
-        py, po = parts // 2, parts % 2
-        for i, lf in enumerate(self.leaves):
-            hit = projected[self._leaf_subset[i]]
-            if lf.loss is not None:
-                put(i, hit, 1 + 3 * n_ind + loss_pos[lf.loss.name], np.ones(len(hit)))
-            else:
-                ev = lf.event
-                assert ev is not None
-                put(i, hit, 0, np.asarray(ev.a)[py[hit], po[hit]])
-                if ev.depends_on_model:
-                    put(i, hit, 1 + 3 * ind_pos[ev.indicator], np.asarray(ev.b)[py[hit], po[hit]])
-            put(k + i, hit, 0, np.ones(len(hit)))
-        fb = [np.concatenate(x[n_main:]) if len(x) > n_main else np.zeros(0, dtype=t)
-              for x, t in ((rows, np.int64), (cols, np.int64), (vals, np.float64))]
-        del rows[n_main:], cols[n_main:], vals[n_main:]
+        fb = _fallback_entries([projected[j] for j in self._leaf_subset], parts // 2,
+                               parts % 2, (a_tab, b_tab, b_col, loss_col), columns)
         fold = (part[:, None] * columns + np.arange(columns)).reshape(-1)    # cell·col → part
         # The last row is the batch's total weight (the proportions' denominator).
         n_rows = 3 * k + len(self.subsets) + 1
@@ -1110,6 +1102,99 @@ class _FusedBound(torch.autograd.Function):
         return (grad * g_value).to(ctx.score_dtype), None, None, None, None, None
 
 
+class _Membership:
+    """Each subset's cells as sorted cell ids, in time and memory O(its cells): never a
+    ``[subsets, cells]`` mask (10 000 groups make 20 000 cells and 10 000 subsets)."""
+
+    def __init__(self, coords: Mapping[str, np.ndarray], cells: int, batch: Batch) -> None:
+        self.coords, self.n, self.batch = coords, cells, batch
+        self._groups: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._positions: dict[str, dict[str, int]] = {}
+
+    def literal(self, s: Subset) -> tuple[str, int]:
+        """The factor a literal reads and the code it asks for."""
+        if isinstance(s, LabelIs):
+            return "label", int(s.value)
+        if isinstance(s, BaselineIs):
+            return "baseline", int(s.value)
+        if isinstance(s, SourceIs):
+            return "source", _resolve(s.value, self.batch.source_names or [], "source")
+        if isinstance(s, GroupIs):
+            names = self.batch.group_values[s.attribute]
+            if s.attribute not in self._positions:   # name → code once: K lookups, not K²
+                self._positions[s.attribute] = {
+                    n: i for i, n in reversed(list(enumerate(names)))}
+            return "group:" + s.attribute, _resolve(
+                s.value, names, f"group {s.attribute!r}", self._positions[s.attribute])
+        raise TypeError(f"unknown subset node {type(s).__name__}")
+
+    def of_value(self, factor: str, code: int) -> np.ndarray:
+        """The cells whose ``factor`` coordinate is ``code`` (sorted)."""
+        if factor not in self._groups:
+            c = self.coords[factor]
+            order = np.argsort(c, kind="stable")
+            starts = np.concatenate([[0], np.cumsum(np.bincount(c))])
+            self._groups[factor] = (order, starts)
+        order, starts = self._groups[factor]
+        if not 0 <= code < len(starts) - 1:
+            return np.zeros(0, dtype=np.int64)
+        return order[starts[code]:starts[code + 1]]
+
+    def cells(self, s: Subset) -> np.ndarray:
+        """The sorted cell ids of subset ``s``."""
+        if isinstance(s, Everything):
+            return np.arange(self.n)
+        if _is_literal(s):
+            return self.of_value(*self.literal(s))
+        if isinstance(s, And):
+            left, right = _is_literal(s.left), _is_literal(s.right)
+            if not (left or right):
+                return np.intersect1d(self.cells(s.left), self.cells(s.right),
+                                      assume_unique=True)
+            if left and right:     # the smaller literal's cells, filtered by the other
+                lo, ro = self.of_value(*self.literal(s.left)), self.of_value(
+                    *self.literal(s.right))
+                ids, test = (lo, s.right) if len(lo) <= len(ro) else (ro, s.left)
+            else:
+                test, other = (s.left, s.right) if left else (s.right, s.left)
+                ids = self.cells(other)
+            factor, code = self.literal(test)
+            return ids[self.coords[factor][ids] == code]
+        if isinstance(s, Or):
+            return np.union1d(self.cells(s.left), self.cells(s.right))
+        if isinstance(s, Not):
+            return np.setdiff1d(np.arange(self.n), self.cells(s.inner), assume_unique=True)
+        raise TypeError(f"unknown subset node {type(s).__name__}")
+
+
+def _fallback_entries(hits: Sequence[np.ndarray], py: np.ndarray, po: np.ndarray,
+                      tables: tuple[np.ndarray, ...], columns: int) -> list[np.ndarray]:
+    """``(rows, cols, vals)`` of the fallback rows (see ``_Plan.fallback``), all leaves at
+    once, in the order a loop over the leaves makes them — per leaf: its ``a`` (or loss)
+    entries, its ``b`` entries, its weight entries, each over its parts — since
+    ``index_add`` sums a row's entries in that order."""
+    a_tab, b_tab, b_col, loss_col = tables
+    k = len(hits)
+    leaf = np.repeat(np.arange(k), [len(h) for h in hits])
+    hit = np.concatenate(hits) if k else np.zeros(0, dtype=np.int64)
+    loss = loss_col[leaf] >= 0
+    y, o = py[hit], po[hit]
+    first = np.where(loss, 1.0, a_tab[leaf, y, o])
+    second = np.where(loss, 0.0, b_tab[leaf, y, o])          # 0 for an event without model
+    rows = np.concatenate([leaf, leaf, k + leaf])
+    base = hit * columns
+    cols = np.concatenate([base + np.where(loss, loss_col[leaf], 0), base + b_col[leaf], base])
+    vals = np.concatenate([first, second, np.ones(len(hit))])
+    kind = np.repeat(np.arange(3), len(hit))
+    order = np.argsort(np.concatenate([leaf, leaf, leaf]) * 3 + kind, kind="stable")
+    keep = order[vals[order] != 0]
+    return [rows[keep].astype(np.int64), cols[keep].astype(np.int64), vals[keep]]
+
+
+def _is_literal(s: Subset) -> bool:
+    return isinstance(s, (LabelIs, BaselineIs, SourceIs, GroupIs))
+
+
 def _first_order_only() -> None:
     """The fused nodes' backward is built from constants of the forward (the slopes, the
     per-example gradient): a graph of it (``create_graph=True``: a gradient penalty, a
@@ -1121,8 +1206,11 @@ def _first_order_only() -> None:
                          "not supported")
 
 
-def _resolve(value: str | int, names: Sequence[str], what: str) -> int:
+def _resolve(value: str | int, names: Sequence[str], what: str,
+             positions: Mapping[str, int] | None = None) -> int:
     if isinstance(value, str):
+        if positions is not None and value in positions:
+            return positions[value]
         if value in names:
             return list(names).index(value)
         raise RatesError(f"unknown value {value!r} of {what}; known values: {list(names)}")

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -70,7 +71,7 @@ class Event:
         """Whether the coefficients depend on the baseline's prediction ``ŷ₀``."""
         return any(self.a[y][0] != self.a[y][1] or self.b[y][0] != self.b[y][1] for y in (0, 1))
 
-    @property
+    @functools.cached_property
     def depends_on_model(self) -> bool:
         """Whether the event reads the model's prediction (some ``b`` coefficient is non-zero)."""
         return any(self.b[y][j] != 0.0 for y in (0, 1) for j in (0, 1))

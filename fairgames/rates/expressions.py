@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -45,8 +46,9 @@ class Leaf:
         if (self.event is None) == (self.loss is None):
             raise ValueError("a leaf is either a rate (event) or a group loss (loss)")
 
-    @property
+    @functools.cached_property
     def key(self) -> tuple:
+        # cached (the leaf is immutable): read for every lookup, K-fold with K constraints
         if self.event is not None:
             return ("rate", self.event.key(), self.where.key())
         assert self.loss is not None

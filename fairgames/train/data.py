@@ -32,6 +32,7 @@ from fairgames.data import (
     DataError,
     DatasetSplits,
     TabularDataset,
+    group_cross,
     load,
     load_table,
     make_synthetic,
@@ -45,6 +46,7 @@ from .config import ConfigError
 
 SYNTHETIC_PROTECTED = "group"   # make_synthetic's only attribute
 OWN_TABLE = "table"             # data=table: the user's file (fairgames.data.load_table)
+CROSS = "*"                     # data.protected=race*sex: crossed groups (group_cross)
 PREPROCESS_FILE = "preprocess.json"
 
 
@@ -109,10 +111,15 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     if unknown:
         raise ConfigError(f"data: unknown key(s) {unknown} for data set {name!r}; its loader "
                           f"takes {accepted} (plus name and protected)")
+    # data.protected=race*sex: the crossed attribute of race and sex (fairgames.data.crossed)
+    crossed = protected.split(CROSS) if isinstance(protected, str) and CROSS in protected else []
+    loaded = crossed[0] if crossed else protected
     try:
         splits = (make_synthetic(**cfg) if name == "synthetic"
-                  else load_table(protected=protected, **cfg) if name == OWN_TABLE
-                  else load(name, protected=protected, **cfg))
+                  else load_table(protected=loaded, **cfg) if name == OWN_TABLE
+                  else load(name, protected=loaded, **cfg))
+        if crossed:
+            splits = group_cross(splits, crossed, name=protected)
         if noise.get("noise") is not None:
             splits = noisy_splits(splits, protected or SYNTHETIC_PROTECTED, noise["noise"],
                                   int(noise.get("noise_seed") or 0))

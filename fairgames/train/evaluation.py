@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from fairgames.data import TabularDataset
+from fairgames.data.crossed import constrained_counts, constrained_values
 from fairgames.game import Problem
 from fairgames.problems import ProblemSpec
 from fairgames.problems.spec import UNCONSTRAINED_PREFIX
@@ -198,8 +199,8 @@ def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected:
     """
     if isinstance(problem, ProblemSpec):
         stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
-        built = problem.build(protected, train.group_names, stand_ins,
-                              train.group_counts(protected), label_kind=train.label_kind)
+        built = problem.build(protected, constrained_values(train.group_names), stand_ins,
+                              constrained_counts(train, protected), label_kind=train.label_kind)
         return built.objective, list(built.constraints)
     return problem.objective, list(problem.constraints.values())
 

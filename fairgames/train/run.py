@@ -44,6 +44,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fairgames.data import DatasetSplits
+from fairgames.data.crossed import constrained_counts, constrained_values
 from fairgames.game import (
     ConstrainedOptimizer,
     Problem,
@@ -736,8 +737,9 @@ def _compile_problem(ctx: RunContext, values: Mapping[str, float]) -> RunProblem
     spec, algorithm, train = ctx.inputs.spec, ctx.inputs.algorithm, ctx.splits.train
     protected = ctx.inputs.protected
     if isinstance(spec, ProblemSpec):
-        built = spec.build(protected, train.group_names, values,
-                           train.group_counts(protected), label_kind=train.label_kind)
+        # a crossed attribute's UNSEEN value (cells without training rows) is not constrained
+        built = spec.build(protected, constrained_values(train.group_names), values,
+                           constrained_counts(train, protected), label_kind=train.label_kind)
         objective, constraints = built.objective, built.constraints
         surrogate = _surrogate(algorithm, objective, constraints)
         problem = Problem(objective, constraints, surrogate=surrogate,
@@ -936,6 +938,8 @@ def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built
                            splits, inputs.protected, trainer.eval_chunk)
     if robust is not None:        # paper 004: true / noisy / robust violations per split
         out["robust"] = clean_numbers(robust)
+    if splits.metadata.get("crossed"):  # group_cross: cells kept, dropped, empty per split
+        out["crossed_groups"] = splits.metadata["crossed"]
     validate_results(out)
     if inputs.run_dir is not None:
         write(inputs.run_dir, out, solutions)
