@@ -211,11 +211,11 @@ def test_moved_mass_reweights_group_rates_and_leaves_overall_rates_unweighted(tr
     assert abs(want - float(tpr1.evaluate(plain))) > 1e-3   # it did move
 
 
-def _game(train, steps, optimizer="adam", projection="exact"):
+def _game(train, steps, optimizer="adam", projection="exact", ascent="unscaled"):
     torch.manual_seed(0)
     model = torch.nn.Linear(train.num_features, 1)
     dro = DROPlayer("group", train.groups["group"], gamma=[0.1, 0.2], lr=0.05,
-                    optimizer=optimizer, steps=2, projection=projection)
+                    optimizer=optimizer, steps=2, projection=projection, ascent=ascent)
     copt = ConstrainedOptimizer(_problem(train.group_names["group"]),
                                 torch.optim.SGD(model.parameters(), 0.1), preset="lagrangian",
                                 players=[dro])
@@ -249,8 +249,9 @@ def test_dro_ascends_stays_in_its_set_and_resumes_bit_for_bit(train, optimizer, 
     assert torch.equal(model.weight, model2.weight)
 
 
-def test_a_dro_step_makes_no_host_sync(train):
-    model, copt, _ = _game(train, 1)
+@pytest.mark.parametrize("ascent", ["unscaled", "scaled"])
+def test_a_dro_step_makes_no_host_sync(train, ascent):
+    model, copt, _ = _game(train, 1, ascent=ascent)
     ids = torch.arange(len(train))
     with no_host_sync():
         for _ in range(2):
