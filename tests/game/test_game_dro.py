@@ -394,3 +394,18 @@ def test_the_unscaled_direction_is_the_gradient_of_the_constraint_rows(train):
 def test_the_unscaled_ascent_is_a_config_choice_with_a_clear_error(train):
     with pytest.raises(ValueError, match="DRO ascent must be one of"):
         DROPlayer("group", train.groups["group"], gamma=0.1, ascent="lambda")
+
+
+def test_unscaled_ascent_reads_linearised_ratios_and_refuses_ratio_slacks(train):
+    from fairgames.rates import precision
+    problem = Problem(error_rate(), [precision(group("group", "1")) >= 0.6])
+    model = torch.nn.Linear(train.num_features, 1)
+    dro = DROPlayer("group", train.groups["group"], gamma=0.1)
+    ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), 0.1),
+                         preset="lagrangian", players=[dro])       # linearised ratios
+    dro.transform(_batch(train, torch.randn(len(train))))
+    assert dro._grad is not None and dro._grad[1].abs().sum() > 0 and (dro._grad[0] == 0).all()
+    with pytest.raises(ValueError, match="ratio-slack rows"):
+        ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), 0.1),
+                             preset="lagrangian", ratio_slacks="gradient", slack_lr=0.001,
+                             players=[DROPlayer("group", train.groups["group"], gamma=0.1)])

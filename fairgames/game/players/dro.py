@@ -19,8 +19,11 @@ starts ``p̃`` at 0 instead). ``"unscaled"`` (default; a deliberate deviation fr
 takes ``∂/∂p̃ Σ_r f_r``: :meth:`transform` hands θ's pass memberships of a detached ``p̃``
 and evaluates the surrogate constraint rows once more on the batch's detached scores
 (``ω = 0``, every ``λ_r = 1``; rows that do not read the attribute add nothing), keeping
-their gradient in ``p̃`` — device ops, a second rates pass, θ's gradient untouched. Two
-opposite rows on one group (``|r_j − r| <= ε``) cancel in that sum; use ``"scaled"`` there.
+their gradient in ``p̃`` — device ops, a second rates pass, θ's gradient untouched. The
+best-response argument is exact when each ``p̃_j`` enters one row (one TPR row per group);
+with several it ascends their sum (TPR and FPR rows: both adverse moves), and rows of
+opposite sign on one group cancel there (``|r_j − r| <= ε``, a KLD's ψ-slack rows): use
+``"scaled"`` for those.
 ``"scaled"`` (Algorithm 2, ``λ_r``-weighted): the memberships carry ``p̃``'s autograd graph,
 so θ's own ``backward`` of the Lagrangian also leaves ``∂L/∂p̃`` in ``p̃.grad``, with no
 second pass. Either way θ's gradient is unchanged (the memberships do not depend on θ).
