@@ -107,7 +107,8 @@ PINNED = (
     # no noisy groups, no robust player (paper 004's settings)
     "data.noise=null", "data.noise_seed=0", "robust=none", "robust.name=none",
     "robust.gamma=null", "robust.lr=0.01", "robust.optimizer=adam", "robust.steps=1",
-    "robust.projection=exact", "robust.projection_iterations=20", "robust.timing=before_theta")
+    "robust.projection=exact", "robust.ascent=unscaled", "robust.projection_iterations=20",
+    "robust.timing=before_theta")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
 DATA_DEFAULTS = {"compas": ("two_year_recid", "default"), "crime": ("high_crime", "default"),
                  "law": ("pass_bar", "default"), "adult": ("income", "official")}

@@ -38,7 +38,7 @@ import torch
 from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
 from fairgames.game.players.base import Player
-from fairgames.game.players.dro import OPTIMIZERS, PROJECTIONS, DROPlayer
+from fairgames.game.players.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
 from fairgames.game.players.soft_assignments import SOFT_TIMINGS
 from fairgames.game.robust import robust_values
 from fairgames.game.stochastic import StochasticModel
@@ -48,7 +48,7 @@ from .robust_soft import noise_model, noise_table, soft_player, soft_values
 
 METHODS = ("none", "dro", "soft_assignments")
 # each method's own keys: another method's, set away from its default, is refused
-OWN_KEYS = {"dro": ("gamma", "projection"),
+OWN_KEYS = {"dro": ("gamma", "projection", "ascent"),
             "soft_assignments": ("projection_iterations", "timing")}
 GAMMA_RULES = ("estimate", "tv")
 
@@ -58,7 +58,9 @@ class RobustConfig:
     """``robust.*``: ``name`` (``none`` | ``dro`` | ``soft_assignments``); the adversary's
     ``lr``, ``optimizer`` (``adam`` | ``sgd``) and ``steps`` (projected steps per game step);
     DRO's ``gamma`` (a TV radius per group value, one for all, ``"estimate"`` or ``"tv"``;
-    null: ``estimate``) and ``projection`` (``exact`` | ``authors``); soft assignments'
+    null: ``estimate``), ``projection`` (``exact`` | ``authors``) and ``ascent``
+    (``unscaled``: p̃ ascends the constraints themselves, so it moves at λ = 0 | ``scaled``:
+    Algorithm 2's λ-weighted step); soft assignments'
     ``projection_iterations`` (Dykstra rounds) and ``timing`` (``before_theta``: Algorithm 4's
     order W → θ → λ; ``after_theta``: W one step behind)."""
 
@@ -68,6 +70,7 @@ class RobustConfig:
     optimizer: str = "adam"
     steps: int = 1
     projection: str = "exact"
+    ascent: str = "unscaled"
     projection_iterations: int = 20
     timing: str = "before_theta"
 
@@ -80,6 +83,7 @@ def check_robust(c: Any, check: Checks) -> None:
     check.choice("robust.name", r.name, METHODS)
     check.choice("robust.optimizer", r.optimizer, OPTIMIZERS)
     check.choice("robust.projection", r.projection, PROJECTIONS)
+    check.choice("robust.ascent", r.ascent, ASCENTS)
     check.positive("robust.lr", r.lr)
     check.positive("robust.steps", r.steps, integer=True)
     check.positive("robust.projection_iterations", r.projection_iterations, integer=True)
@@ -172,7 +176,7 @@ def robust_players(cfg: RobustConfig | None, splits: DatasetSplits, attribute: s
                             optimizer=cfg.optimizer, timing=cfg.timing)]
     return [DROPlayer(attribute, train.groups[attribute].cpu(),
                       resolve_gamma(cfg, train, attribute), lr=cfg.lr, optimizer=cfg.optimizer,
-                      steps=cfg.steps, projection=cfg.projection,
+                      steps=cfg.steps, projection=cfg.projection, ascent=cfg.ascent,
                       names=train.group_names[attribute])]
 
 

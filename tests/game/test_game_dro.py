@@ -211,11 +211,11 @@ def test_moved_mass_reweights_group_rates_and_leaves_overall_rates_unweighted(tr
     assert abs(want - float(tpr1.evaluate(plain))) > 1e-3   # it did move
 
 
-def _game(train, steps, optimizer="adam", projection="exact"):
+def _game(train, steps, optimizer="adam", projection="exact", ascent="unscaled"):
     torch.manual_seed(0)
     model = torch.nn.Linear(train.num_features, 1)
     dro = DROPlayer("group", train.groups["group"], gamma=[0.1, 0.2], lr=0.05,
-                    optimizer=optimizer, steps=2, projection=projection)
+                    optimizer=optimizer, steps=2, projection=projection, ascent=ascent)
     copt = ConstrainedOptimizer(_problem(train.group_names["group"]),
                                 torch.optim.SGD(model.parameters(), 0.1), preset="lagrangian",
                                 players=[dro])
@@ -249,8 +249,9 @@ def test_dro_ascends_stays_in_its_set_and_resumes_bit_for_bit(train, optimizer, 
     assert torch.equal(model.weight, model2.weight)
 
 
-def test_a_dro_step_makes_no_host_sync(train):
-    model, copt, _ = _game(train, 1)
+@pytest.mark.parametrize("ascent", ["unscaled", "scaled"])
+def test_a_dro_step_makes_no_host_sync(train, ascent):
+    model, copt, _ = _game(train, 1, ascent=ascent)
     ids = torch.arange(len(train))
     with no_host_sync():
         for _ in range(2):
@@ -333,3 +334,78 @@ def test_robust_values_of_a_mixture_at_zero_radius_are_its_expected_rates():
     worse = robust_values({"eo": con}, "g", [0.0, 0.2], scores, labels, {"g": codes},
                           {"g": ["a", "b"]}, mixture_weights=q)["eo"]
     assert worse > got
+
+
+def _stall_game(train, ascent, steps=8):
+    """A model that meets the noisy-group constraints (tolerance 0.3) where the TV ball
+    (γ = 0.45) holds a p̃ that breaks them: at λ = 0 only an ascent that does not vanish with
+    λ can find that p̃."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(train.num_features, 1)
+    dro = DROPlayer("group", train.groups["group"], gamma=0.45, lr=0.05, ascent=ascent)
+    copt = ConstrainedOptimizer(_problem(train.group_names["group"], tol=0.3),
+                                torch.optim.SGD(model.parameters(), 1e-3), preset="lagrangian",
+                                players=[dro])
+    ids = torch.arange(len(train))
+    copt.step_batch(model, train.features, labels=train.labels,
+                    groups={"group": train.groups["group"]},
+                    group_values=train.group_names, example_ids=ids)
+    first = copt.last.constraints_true.clone()
+    for _ in range(steps - 1):
+        copt.step_batch(model, train.features, labels=train.labels,
+                        groups={"group": train.groups["group"]},
+                        group_values=train.group_names, example_ids=ids)
+    return first, copt, dro
+
+
+def test_the_unscaled_ascent_leaves_the_center_at_zero_multipliers(train):
+    first, copt, dro = _stall_game(train, "unscaled")
+    assert (first <= 0).all()                  # the noisy-group constraints held at the start
+    assert (dro.distance() > 0.05).all()        # p̃ moved away from p̂ ...
+    assert (copt.weights()[1] > 0).any()        # ... and the robust violation raised λ
+    # the paper's λ-scaled step stalls at p̂ with λ = 0 on the same game
+    first, copt, dro = _stall_game(train, "scaled")
+    assert (first <= 0).all()
+    assert (dro.distance() < 1e-6).all() and (copt.weights()[1] == 0).all()
+
+
+def test_the_unscaled_direction_is_the_gradient_of_the_constraint_rows(train):
+    """One step's direction equals autograd of Σ_r (upper surrogate of row r) at p̂ through
+    an independent evaluator, whatever λ is."""
+    _, copt, dro = _stall_game(train, "unscaled", steps=1)
+    with torch.no_grad():
+        dro.p.copy_(dro.center)
+    torch.manual_seed(1)
+    scores = torch.randn(len(train))
+    dro.transform(_batch(train, scores))
+    got, dro._grad = dro._grad, None
+    problem = _problem(train.group_names["group"], tol=0.3)
+    p = dro.p.detach().clone().requires_grad_(True)
+    b = _batch(train, scores)
+    member = (p[:, b.example_ids] * dro.scale[:, None]).T
+    leaf = problem.make_evaluator()(
+        Batch(scores=scores, labels=b.labels, groups={"group": member},
+              group_values=b.group_values), update=False)
+    rows = sum(c.expression.evaluate(leaf, "upper") for c in problem.constraints.values())
+    (want,) = torch.autograd.grad(rows, p)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_the_unscaled_ascent_is_a_config_choice_with_a_clear_error(train):
+    with pytest.raises(ValueError, match="DRO ascent must be one of"):
+        DROPlayer("group", train.groups["group"], gamma=0.1, ascent="lambda")
+
+
+def test_unscaled_ascent_reads_linearised_ratios_and_refuses_ratio_slacks(train):
+    from fairgames.rates import precision
+    problem = Problem(error_rate(), [precision(group("group", "1")) >= 0.6])
+    model = torch.nn.Linear(train.num_features, 1)
+    dro = DROPlayer("group", train.groups["group"], gamma=0.1)
+    ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), 0.1),
+                         preset="lagrangian", players=[dro])       # linearised ratios
+    dro.transform(_batch(train, torch.randn(len(train))))
+    assert dro._grad is not None and dro._grad[1].abs().sum() > 0 and (dro._grad[0] == 0).all()
+    with pytest.raises(ValueError, match="ratio-slack rows"):
+        ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), 0.1),
+                             preset="lagrangian", ratio_slacks="gradient", slack_lr=0.001,
+                             players=[DROPlayer("group", train.groups["group"], gamma=0.1)])

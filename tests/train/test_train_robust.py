@@ -60,6 +60,7 @@ def test_dro_run_reports_true_noisy_and_robust_values_per_split(dro_run):
                                                   ["constraints"])
     # the adversary moved, and stayed in its ball
     dro = dro_run.engine.copt.player("dro")
+    assert dro.ascent == "unscaled" and dro._rows is not None     # the config's default
     assert (dro.distance() > 0).all()
     assert (dro.distance() <= torch.tensor(dro.gamma) + 1e-6).all()
     assert "dro/distance/0" in dro_run.engine.history[-1]["players"]
@@ -136,6 +137,7 @@ def test_engine_fills_example_ids_for_full_and_minibatches():
     ("robust.gamma=1.5", "robust.gamma=1.5"),
     ("robust.optimizer=rmsprop", "robust.optimizer='rmsprop'"),
     ("robust.steps=0", "robust.steps=0"),
+    ("robust.ascent=lambda", "robust.ascent='lambda'"),
 ])
 def test_bad_robust_settings_are_config_errors(compose_cfg, override, message):
     cfg = compose_cfg("data=synthetic", "data.noise=0.1", "robust=dro", override)
@@ -313,6 +315,7 @@ def test_a_stopped_minibatch_sa_run_resumes_bit_for_bit(train_run, tmp_path, sam
 @pytest.mark.parametrize("override,message", [
     ("robust.gamma=0.1", "robust.gamma=0.1: a key of robust=dro only"),
     ("robust.projection=authors", "robust.projection='authors': a key of robust=dro only"),
+    ("robust.ascent=scaled", "robust.ascent='scaled': a key of robust=dro only"),
     ("robust.timing=sometimes", "robust.timing='sometimes'"),
     ("robust.projection_iterations=0", "robust.projection_iterations=0"),
     ("algorithm=frank_wolfe", "robust=soft_assignments needs a gradient"),

@@ -9,13 +9,27 @@ training rows of noisy group ``j``), so at ``p̃ = p̂`` every membership is tod
 rate is today's; a group rate ``Σ m y ŷ / Σ m y`` then becomes the ``p̃_j``-weighted one, while
 unmasked rates stay unweighted (the evaluator's "no value" cell takes ``1 − Σ_j m_ij``).
 
-Its gradient: the memberships carry ``p̃``'s autograd graph, so θ's own ``backward`` of the
-Lagrangian also leaves ``∂L/∂p̃`` in ``p̃.grad`` — the gradient of the surrogate Lagrangian at
-``(θ_t, λ_t, p̃_t)``, as the authors' code ascends (their relaxed constraints), with no second
-pass. θ's gradient is unchanged: the memberships do not depend on θ. :meth:`play` (order 30:
-θ → λ → p̃, the paper's) then takes ``steps`` projected ascent steps (SGD or Adam, Adam's
-moments kept here) with that gradient and clears it; a step the game skipped (non-finite, AMP)
-leaves ``p̃`` as it was.
+Its gradient (``ascent``): for ``λ ≥ 0``, ``argmax_{p̃} Σ_r λ_r f_r(θ, p̃)`` contains the
+maximisers of the unweighted ``Σ_r f_r(θ, p̃)``, so ascending the constraints themselves is a
+best-response direction for every ``λ`` — and, unlike Algorithm 2's ``λ``-scaled step, it does
+not vanish at ``λ = 0``. There, a model that meets the noisy-group constraints would keep
+``p̃ = p̂`` (where it starts) for good, the robust constraint would never show as violated
+and ``λ`` would never leave 0 (the paper's algorithm as written stalls so; the authors' code
+starts ``p̃`` at 0 instead). ``"unscaled"`` (default; a deliberate deviation from the paper)
+takes ``∂/∂p̃ Σ_r f_r``: :meth:`transform` hands θ's pass memberships of a detached ``p̃``
+and evaluates the surrogate constraint rows once more on the batch's detached scores
+(``ω = 0``, every ``λ_r = 1``; rows that do not read the attribute add nothing), keeping
+their gradient in ``p̃`` — device ops, a second rates pass, θ's gradient untouched. The
+best-response argument is exact when each ``p̃_j`` enters one row (one TPR row per group);
+with several it ascends their sum (TPR and FPR rows: both adverse moves), and rows of
+opposite sign on one group cancel there (``|r_j − r| <= ε``, a KLD's ψ-slack rows): use
+``"scaled"`` for those.
+``"scaled"`` (Algorithm 2, ``λ_r``-weighted): the memberships carry ``p̃``'s autograd graph,
+so θ's own ``backward`` of the Lagrangian also leaves ``∂L/∂p̃`` in ``p̃.grad``, with no
+second pass. Either way θ's gradient is unchanged (the memberships do not depend on θ).
+:meth:`play` (order 30: θ → λ → p̃, the paper's) then takes ``steps`` projected ascent steps
+(SGD or Adam, Adam's moments kept here) with that gradient and clears it; a step the game
+skipped (non-finite, AMP) leaves ``p̃`` as it was.
 
 Example:
     >>> import torch
@@ -44,6 +58,7 @@ from .base import GameContext, Player, adam_ascent, lr_group, step_size
 
 OPTIMIZERS = ("sgd", "adam")
 PROJECTIONS = ("exact", "authors")
+ASCENTS = ("unscaled", "scaled")
 
 
 class DROPlayer(Player):
@@ -59,6 +74,8 @@ class DROPlayer(Player):
         steps: projected steps per game step (each with the step's gradient).
         projection: ``"exact"`` (Euclidean onto TV ball ∩ simplex) or ``"authors"`` (the
             released code's: ℓ₁ ball only, ``Σ p̃ = 1`` not enforced).
+        ascent: ``"unscaled"`` (ascend the constraints themselves; moves at ``λ = 0``) or
+            ``"scaled"`` (Algorithm 2's ``λ``-weighted step); see the module docstring.
         order: place in the update order (30: after θ 0 and the multipliers 20).
         names: the group values' names (for logging; default their codes).
     """
@@ -69,7 +86,7 @@ class DROPlayer(Player):
 
     def __init__(self, attribute: str, codes: torch.Tensor, gamma: float | Sequence[float], *,
                  lr: float = 0.01, optimizer: str = "adam", steps: int = 1,
-                 projection: str = "exact", order: int = 30,
+                 projection: str = "exact", ascent: str = "unscaled", order: int = 30,
                  names: Sequence[str] | None = None) -> None:
         if not isinstance(codes, torch.Tensor) or codes.dim() != 1 or codes.dtype != torch.int64:
             raise ValueError("codes must be the [n] int64 noisy group codes of the training rows")
@@ -77,6 +94,8 @@ class DROPlayer(Player):
             raise ValueError(f"DRO optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if projection not in PROJECTIONS:
             raise ValueError(f"DRO projection must be one of {PROJECTIONS}, got {projection!r}")
+        if ascent not in ASCENTS:
+            raise ValueError(f"DRO ascent must be one of {ASCENTS}, got {ascent!r}")
         if not isinstance(steps, int) or steps < 1:
             raise ValueError(f"DRO steps must be a positive integer, got {steps!r}")
         g = len(gamma) if isinstance(gamma, Sequence) else int(codes.max()) + 1
@@ -93,13 +112,25 @@ class DROPlayer(Player):
         self.attribute, self.codes, self.gamma = attribute, codes, gam
         self.counts = counts
         self.lr_value, self.kind, self.steps = float(lr), optimizer, steps
-        self.projection, self.order = projection, int(order)
+        self.projection, self.ascent, self.order = projection, ascent, int(order)
+        self._rows: tuple[Any, Any] | None = None     # (evaluator, terms) of "unscaled"
+        self._grad: torch.Tensor | None = None
         self.names = list(names) if names is not None else None
         step_size(lr, None, "DRO lr")
 
     # ------------------------------------------------------------------ state
     def bind(self, game: GameContext) -> None:
         self.bind_device(game.device)
+        if self.ascent == "unscaled":
+            if game.terms.num_bilinear:
+                raise ValueError("DRO ascent='unscaled' reads the constraint rows at unit "
+                                 "multipliers, which ratio-slack rows do not allow: use "
+                                 "ascent='scaled'")
+            # a private evaluator: its pass must not touch the game's running estimates
+            self._rows = (game.problem.make_evaluator().to(game.device).eval(), game.terms)
+            self._unit = (torch.zeros((), device=game.device),
+                          torch.ones(game.terms.num_rows, device=game.device),
+                          torch.zeros(0, device=game.device))
 
     def bind_device(self, device: torch.device) -> None:
         """Allocate ``p̃ = p̂`` and the optimizer state on ``device``."""
@@ -143,19 +174,43 @@ class DROPlayer(Player):
         if self.attribute not in batch.groups:
             raise ValueError(f"the DRO player's attribute {self.attribute!r} is not in the "
                              f"batch ({sorted(batch.groups)})")
+        p = self.p if self._rows is None else self.p.detach()   # "unscaled": its own pass
         try:
-            weights = self.p.index_select(1, ids) * self.scale[:, None]
+            weights = p.index_select(1, ids) * self.scale[:, None]
         except (IndexError, RuntimeError) as e:
             raise ValueError(f"an example id is out of range: the DRO adversary has "
                              f"{self.p.shape[1]} training rows (ids 0..{self.p.shape[1] - 1}); "
                              "pass the row indices of the training split the player was "
                              "built on") from e
+        if self._rows is not None:
+            self._ascend_rows(batch, ids)
         groups = {**batch.groups, self.attribute: weights.T}
         return dataclasses.replace(batch, groups=groups)
 
+    def _ascend_rows(self, batch: Batch, ids: torch.Tensor) -> None:
+        """Add ``∂/∂p̃ Σ_r f_r`` on ``batch`` (surrogate rows, detached scores) to the
+        step's direction (the ``"unscaled"`` ascent; device ops only)."""
+        evaluator, terms = self._rows  # type: ignore[misc]
+        scores = batch.scores.detach() if batch.scores is not None else None
+        probs = batch.probabilities
+        probs = probs.detach() if probs is not None else None
+        device = self.p.device.type
+        with torch.enable_grad(), torch.autocast(device_type=device, enabled=False):
+            weights = self.p.index_select(1, ids) * self.scale[:, None]
+            mine = dataclasses.replace(batch, scores=scores, probabilities=probs,
+                                       groups={**batch.groups, self.attribute: weights.T})
+            values = evaluator(mine, update=False)
+            ratios = terms.ratio_values(values.true) if terms.num_linear else None
+            costs = terms.leaf_costs(*self._unit, ratios)
+            rows = terms.surrogate(costs, values.upper, values.lower)
+            (grad,) = torch.autograd.grad(rows, self.p, allow_unused=True)
+        if grad is not None:
+            self._grad = grad if self._grad is None else self._grad + grad
+
     def play(self, round: Any) -> None:
-        grad = self.p.grad
-        if grad is None:          # nothing read the memberships (no backward this step)
+        grad = self.p.grad if self._rows is None else self._grad
+        self._grad = None
+        if grad is None:          # nothing read the memberships (no pass this step)
             return
         ok = getattr(round, "ok", None)
         state = (self.p, self.m1, self.m2, self.t)
