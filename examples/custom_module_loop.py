@@ -25,6 +25,7 @@ from fairgames.rates import Batch, RateEvaluator
 
 
 def batch_of(ds, scores, index=None, mixture_weights=None) -> Batch:
+    """A batch for the exact evaluation below (a bare evaluator: the value names are given)."""
     sel = slice(None) if index is None else index
     return Batch(scores=scores, labels=ds.labels[sel], groups={"group": ds.groups["group"][sel]},
                  group_values=ds.group_names, mixture_weights=mixture_weights)
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> dict:
         constraints={"tpr": "for g in groups: tpr(group=g) >= tpr() - tolerance"},
         tolerance=0.02, tolerance_kind="difference")
     built = spec.build("group", train.group_names)      # one constraint per group
-    problem = Problem(built.objective, built.constraints)
+    # the groups' value names are declared once, on the problem: batches carry codes only
+    problem = Problem(built.objective, built.constraints, group_values=built.group_values)
 
     model = nn.Sequential(nn.Linear(train.num_features, 32), nn.ReLU(), nn.Linear(32, 1))
     copt = ConstrainedOptimizer(problem, torch.optim.Adam(model.parameters(), lr=0.01))
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
         index = next(sampler)
         scores = model(train.features[index]).squeeze(-1)
         copt.zero_grad()
-        loss = copt.lagrangian(batch_of(train, scores, index))
+        loss = copt.lagrangian(copt.batch(scores, train.labels[index],
+                                          groups={"group": train.groups["group"][index]}))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         copt.step()

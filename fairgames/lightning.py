@@ -6,24 +6,25 @@ calls ``optimizer.step(closure)``; the game runs the closure (your ``training_st
 the Lagrangian of the batch, and its backward), steps θ through your optimizer and then plays
 the multipliers and the other players — exactly as in a hand-written loop. Subclass it, give
 ``forward`` and :meth:`ConstrainedModule.rates_batch` (the batch's scores, labels and groups
-as a :class:`fairgames.rates.Batch`), and train with any ``Trainer``. At each logging step
+as a :class:`fairgames.rates.Batch`; ``self.game.batch(scores, labels, groups=...)`` fills in
+the value names declared on the problem), and train with any ``Trainer``. At each logging step
 the objective, the largest constraint value and the multipliers are logged (``game/...``).
 
 Example:
     >>> import torch
     >>> from fairgames.game import Problem
-    >>> from fairgames.rates import Batch, error_rate, group, true_positive_rate as tpr
+    >>> from fairgames.rates import error_rate, group, true_positive_rate as tpr
     >>> class Model(ConstrainedModule):
     ...     def __init__(self):
-    ...         problem = Problem(error_rate(), [tpr(group("group", "b")) >= tpr() - 0.05])
+    ...         problem = Problem(error_rate(), [tpr(group("group", "b")) >= tpr() - 0.05],
+    ...                           group_values={"group": ["a", "b"]})
     ...         super().__init__(problem, lambda p: torch.optim.Adam(p, lr=0.05))
     ...         self.net = torch.nn.Linear(2, 1)
     ...     def forward(self, x):
     ...         return self.net(x).squeeze(-1)
     ...     def rates_batch(self, batch):
     ...         x, y, g = batch
-    ...         return Batch(scores=self(x), labels=y, groups={"group": g},
-    ...                      group_values={"group": ["a", "b"]})
+    ...         return self.game.batch(self(x), y, groups={"group": g})
     >>> type(Model().configure_optimizers()).__name__
     'ConstrainedOptimizer'
 """

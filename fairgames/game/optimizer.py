@@ -579,17 +579,37 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             player.play(round)
         return self._step_record(round)
 
+    def batch(self, scores: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+              **fields: Any) -> Batch:
+        """A :class:`Batch` whose ``group_values`` are the problem's
+        (``Problem(group_values=...)``, declared once), updated by any given here.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import error_rate, true_positive_rate as tpr, group
+            >>> problem = Problem(error_rate(), [tpr(group("g", "b")) >= tpr() - 0.1],
+            ...                   group_values={"g": ["a", "b"]})
+            >>> model = torch.nn.Linear(2, 1)
+            >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+            >>> codes = torch.tensor([0, 1, 1, 0])
+            >>> b = copt.batch(torch.zeros(4), torch.ones(4), groups={"g": codes})
+            >>> b.group_values
+            {'g': ['a', 'b']}
+        """
+        names = {**self.problem.group_values, **dict(fields.pop("group_values", None) or {})}
+        return Batch(scores=scores, labels=labels, group_values=names, **fields)
+
     def step_batch(self, model: torch.nn.Module, inputs: torch.Tensor, **fields: Any
                    ) -> torch.Tensor:
         """One whole game step on a batch: scores = ``model(inputs)``, ``fields`` are the
-        other :class:`Batch` arguments (``labels``, ``groups``, ``group_values``, ...).
-        Returns the θ-player's loss (detached)."""
+        other :class:`Batch` arguments (``labels``, ``groups``, ...; ``group_values``
+        defaults to the problem's). Returns the θ-player's loss (detached)."""
         if "scores" in fields:
             raise TypeError("step_batch computes the scores from the model; do not pass scores=")
 
         def closure() -> torch.Tensor:
             self.zero_grad()
-            loss = self.lagrangian(_batch(model, inputs, fields))
+            loss = self.lagrangian(self.batch(_scores(model, inputs), **fields))
             loss.backward()
             return loss
 
@@ -729,8 +749,8 @@ def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:
     raise ValueError("the model optimizer has no parameters")
 
 
-def _batch(model: torch.nn.Module, inputs: torch.Tensor, fields: Mapping[str, Any]) -> Batch:
+def _scores(model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     scores = model(inputs)
     if scores.dim() == 2 and scores.shape[1] == 1:
         scores = scores[:, 0]
-    return Batch(scores=scores, **fields)
+    return scores

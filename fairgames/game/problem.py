@@ -404,6 +404,9 @@ class Problem:
             slack's box (paper 000's ``b̲``).
         evaluator_options: keyword arguments of :class:`~fairgames.rates.RateEvaluator`
             (``denominator``, ``decay``, ``floor``).
+        group_values: attribute name → its value names in code order, declared once here so
+            that batches need not repeat them (:meth:`ConstrainedOptimizer.batch
+            <fairgames.game.ConstrainedOptimizer.batch>` and ``step_batch`` fill them in).
 
     Example:
         >>> from fairgames.rates import error_rate, positive_prediction_rate, group
@@ -418,7 +421,8 @@ class Problem:
                  constraints: Sequence[Constraint] | Mapping[str, Constraint] = (), *,
                  loss: LossFn | None = None, surrogate: Surrogate | str = AUTO_SURROGATE,
                  objective_surrogate: Surrogate | str | None = None, ratio_floor: float = 0.01,
-                 evaluator_options: Mapping[str, object] | None = None) -> None:
+                 evaluator_options: Mapping[str, object] | None = None,
+                 group_values: Mapping[str, Sequence[str]] | None = None) -> None:
         if objective is None and loss is None:
             raise ValueError("a problem needs an objective expression, a loss, or both")
         if loss is not None and not callable(loss):
@@ -437,6 +441,7 @@ class Problem:
             raise ValueError(f"ratio_floor must lie in (0, 1), got {ratio_floor}")
         self.ratio_floor = float(ratio_floor)
         self.evaluator_options = dict(evaluator_options or {})
+        self.group_values = _group_values(group_values)
         items: list[Expression | Constraint] = list(self.constraints.values())
         if self.objective is not None:
             items.insert(0, self.objective)
@@ -622,4 +627,15 @@ def _named_constraints(constraints: Sequence[Constraint] | Mapping[str, Constrai
         if name in out:
             raise ValueError(f"two constraints are named {name!r}")
         out[name] = c if c.name == name else c.named(name)
+    return out
+
+
+def _group_values(values: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+    """``Problem(group_values=)`` checked: attribute → a non-empty list of value names."""
+    out: dict[str, list[str]] = {}
+    for name, names in dict(values or {}).items():
+        if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+            raise ValueError(f"group_values[{name!r}] must be a non-empty list of the "
+                             f"attribute's value names in code order, got {names!r}")
+        out[str(name)] = [str(v) for v in names]
     return out

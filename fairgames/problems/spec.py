@@ -113,6 +113,9 @@ class BuiltProblem:
     objective: R.Expression
     constraints: list[R.Constraint]
     variables: dict[str, object]
+    group_values: dict[str, list[str]] = field(default_factory=dict)
+    """The data set's attribute → value names it was compiled against (pass them to
+    ``Problem(group_values=...)`` so that batches need not repeat them)."""
 
 
 @dataclass
@@ -365,7 +368,8 @@ class ProblemSpec:
                 raise ProblemError(f"problem {self.name!r}: two constraints are named "
                                    f"{c.name!r}")
             seen.add(c.name)  # type: ignore[arg-type]
-        return BuiltProblem(objective, constraints, variables)
+        return BuiltProblem(objective, constraints, variables,
+                            {k: [str(v) for v in vs] for k, vs in group_names.items()})
 
     def _refuse_binary_rates(self, objective: R.Expression,
                              constraints: Sequence[R.Constraint]) -> None:

@@ -14,22 +14,21 @@ from fairgames.data import make_synthetic  # noqa: E402
 from fairgames.game import Problem  # noqa: E402
 from fairgames.lightning import ConstrainedModule  # noqa: E402
 from fairgames.problems import ProblemSpec  # noqa: E402
-from fairgames.rates import Batch  # noqa: E402
 
 TOL = 0.03
 
 
 class Classifier(ConstrainedModule):
-    def __init__(self, problem, names, dim):
+    def __init__(self, problem, dim):
         super().__init__(problem, lambda p: torch.optim.Adam(p, lr=0.05))
-        self.net, self.names = torch.nn.Linear(dim, 1), names
+        self.net = torch.nn.Linear(dim, 1)
 
     def forward(self, x):
         return self.net(x).squeeze(-1)
 
     def rates_batch(self, batch):
-        x, y, g = batch
-        return Batch(scores=self(x), labels=y, groups={"group": g}, group_values=self.names)
+        x, y, g = batch       # the groups' value names: declared on the problem
+        return self.game.batch(self(x), y, groups={"group": g})
 
 
 def _tpr_gaps(model, ds):
@@ -43,7 +42,7 @@ def _tpr_gaps(model, ds):
 def _train(problem, splits, steps=150):
     torch.manual_seed(0)
     train = splits.train
-    model = Classifier(problem, train.group_names, train.num_features)
+    model = Classifier(problem, train.num_features)
     data = TensorDataset(train.features, train.labels, train.groups["group"])
     loader = DataLoader(data, batch_size=len(data))           # full batch: one step an epoch
     trainer = pl.Trainer(max_epochs=steps, accelerator="cpu", logger=False,
@@ -59,8 +58,9 @@ def test_the_game_in_a_lightning_trainer_meets_tpr_parity():
                        {"tpr": "for g in groups: tpr(group=g) >= tpr() - tolerance"},
                        tolerance=TOL, tolerance_kind="difference")
     built = spec.build("group", splits.train.group_names)
-    constrained = _train(Problem(built.objective, built.constraints), splits)
-    unconstrained = _train(Problem(built.objective, []), splits)
+    names = built.group_values
+    constrained = _train(Problem(built.objective, built.constraints, group_values=names), splits)
+    unconstrained = _train(Problem(built.objective, [], group_values=names), splits)
     assert max(_tpr_gaps(unconstrained, splits.train)) > TOL + 0.02     # the problem binds
     assert constrained.game.steps >= 150                     # the game played every step
     assert max(_tpr_gaps(constrained, splits.train)) <= TOL + 0.01
