@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,14 @@ def load_table(
     split: Sequence[float] = DEFAULT_SPLIT,
     seed: int = 0,
     include_protected: bool = False,
+    groups: Sequence[str] = (),
 ) -> DatasetSplits:
     """:func:`from_frame` of a CSV (``.csv``, compressed ``.csv.gz`` ..., ``.tsv``) or
     Parquet (``.parquet``, ``.pq``; needs pyarrow) file: ``data=table data.path=...``.
-    Messages about a row name the file and, for a CSV, its line.
+    Messages about a row name the file and, for a CSV, its line. ``groups``: more columns
+    kept as group attributes beside ``protected`` (their values' names; features as well
+    unless listed elsewhere), e.g. to cross them (``data.protected=sex*race``,
+    :func:`~fairgames.data.group_cross`).
 
     Example:
         >>> splits = load_table("my.csv", target="y", protected="sex")   # doctest: +SKIP
@@ -126,6 +131,7 @@ def load_table(
         if str(p) in str(e):      # a row of a CSV file: its line names the file already
             raise
         raise type(e)(f"{p}: {e}") from e
+    splits = with_group_columns(splits, frame, groups)
     splits.metadata["sources"] = [{"path": str(p.resolve()), "sha256": _sha256(p),
                                    "rows": len(frame)}]
     splits.metadata["title"] = f"own table {p.name}"
@@ -199,6 +205,37 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
     }
     return DatasetSplits(*(full.subset(torch.from_numpy(i)) for i in (train, val, test)),
                          metadata=metadata)
+
+
+def with_group_columns(splits: DatasetSplits, frame: pd.DataFrame, columns: Sequence[str]
+                       ) -> DatasetSplits:
+    """``splits`` (of ``frame``'s rows, ``metadata["split_indices"]``) with each of
+    ``columns`` as one more group attribute (value names: the column's values as text, in
+    sorted order).
+
+    Raises:
+        DataArgumentError: an unknown column (the table's columns listed).
+        DataError: a missing value (the column and row named).
+    """
+    index = splits.metadata["split_indices"]
+    parts = dict(splits.items())
+    for column in columns:
+        if column not in frame.columns:
+            raise DataArgumentError(f"unknown group column {column!r}; the table has "
+                                    f"{list(frame.columns)[:20]}")
+        missing = frame[column].isna().to_numpy()
+        if missing.any():
+            raise DataError(f"group column {column!r} has no value in row "
+                            f"{int(np.flatnonzero(missing)[0])}: every row needs its group")
+        text = frame[column].astype(str)
+        names = sorted(text.unique())
+        codes = torch.from_numpy(pd.Categorical(text, categories=names).codes.astype(np.int64))
+        for part, ds in parts.items():
+            parts[part] = replace(ds, groups={**ds.groups, column: codes[index[part]]},
+                                  group_names={**ds.group_names, column: names},
+                                  validate=False)
+    return DatasetSplits(parts["train"], parts["validation"], parts["test"],
+                         metadata=splits.metadata)
 
 
 def _fractions(split: Sequence[float]) -> tuple[float, float]:

@@ -116,7 +116,8 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
     loaded = crossed[0] if crossed else protected
     try:
         splits = (make_synthetic(**cfg) if name == "synthetic"
-                  else load_table(protected=loaded, **cfg) if name == OWN_TABLE
+                  else load_table(protected=loaded, groups=crossed[1:], **cfg)
+                  if name == OWN_TABLE
                   else load(name, protected=loaded, **cfg))
         if crossed:
             splits = group_cross(splits, crossed, name=protected)

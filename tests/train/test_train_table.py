@@ -119,3 +119,36 @@ def test_fit_on_from_frame_splits_writes_the_preprocessing(tmp_path):
         run_dir=tmp_path)
     written = json.loads((tmp_path / "preprocess.json").read_text())
     assert written == json.loads(json.dumps(splits.metadata["preprocessor"].to_dict()))
+
+
+def test_a_table_crosses_its_protected_columns(compose_cfg, csv, tmp_path):
+    """data=table data.protected=race*job_band: the other column joins as a group attribute
+    and the crossed cells are pandas' groupby cells of the training rows."""
+    path, df = csv
+    banded = df.drop(columns="score").assign(owner=df["owner"].map({True: "yes", False: "no"}))
+    cross_path = tmp_path / "people_owner.csv"
+    banded.to_csv(cross_path, index=False)
+    result = run(compose_cfg("data=table", f"data.path={cross_path}", "data.target=y",
+                             "data.protected=race*owner", "problem=demographic_parity", *SHORT),
+                 run_dir=tmp_path / "run")
+    record = result.results["crossed_groups"]["race*owner"]
+    ref = from_frame(banded, target="y", protected="race", seed=0)
+    train_rows = banded.iloc[ref.metadata["split_indices"]["train"]]
+    want = {f"race={r}|owner={o}": n for (r, o), n in
+            train_rows.groupby(["race", "owner"]).size().items()}
+    assert record["attributes"] == ["race", "owner"] and record["dropped"] == {}
+    assert record["train_counts"] == want
+    constraints = result.results["solutions"]["final"]["train"]["constraints"]
+    assert {f"ppr_low[{cell}]" for cell in want} <= set(constraints)
+
+
+def test_a_group_column_must_exist_and_be_complete(tmp_path):
+    from fairgames.data import load_table
+
+    df = people().drop(columns="score")
+    path = tmp_path / "p.csv"
+    df.to_csv(path, index=False)
+    with pytest.raises(DataError, match="unknown group column 'colour'"):
+        load_table(path, target="y", protected="race", groups=["colour"])
+    with pytest.raises(DataError, match="group column 'job' has no value in row"):
+        load_table(path, target="y", protected="race", groups=["job"])
