@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 MANIFEST = "manifest.json"
 RETURN = "return.json"
 JOBS_DIR = "jobs"
@@ -48,8 +46,6 @@ LAUNCHERS: dict[str, tuple[str | None, str | None]] = {
     "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
     "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
 }
-# launchers whose jobs share this machine's cores: one torch thread each
-SHARED_CORES = ("joblib", "submitit_local")
 
 
 class LauncherError(RuntimeError):
@@ -166,8 +162,6 @@ class JobConfig:
 def run_job(manifest: str | Path, index: int, job_dir: str | Path) -> Any:
     """Job ``index`` of ``manifest``: call its task and write ``return.json`` in ``job_dir``."""
     spec = json.loads(Path(manifest).read_text())
-    if spec.get("launcher") in SHARED_CORES:
-        torch.set_num_threads(1)
     value = _outside_hydra(load_task(spec["task"]), spec["payloads"][index])
     (Path(job_dir) / RETURN).write_text(json.dumps({"index": index, "value": value}))
     return value
@@ -194,11 +188,15 @@ def _main() -> None:
     from hydra.core.config_store import ConfigStore
     from hydra.core.hydra_config import HydraConfig
 
+    from .tune import one_thread_per_job
+
     ConfigStore.instance().store(name="fairgames_launch_job", node=JobConfig)
 
     @hydra.main(config_path=None, config_name="fairgames_launch_job", version_base="1.3")
     def job(cfg: Any) -> None:
-        run_job(cfg.manifest, cfg.index, HydraConfig.get().runtime.output_dir)
+        hydra_cfg = HydraConfig.get()
+        one_thread_per_job(hydra_cfg.get("launcher"))   # as scripts/train.py's jobs
+        run_job(cfg.manifest, cfg.index, hydra_cfg.runtime.output_dir)
 
     job()
 
