@@ -57,6 +57,7 @@ def from_frame(
     split: Sequence[float] = DEFAULT_SPLIT,
     seed: int = 0,
     include_protected: bool = False,
+    groups: Sequence[str] = (),
 ) -> DatasetSplits:
     """Train / validation / test :class:`~fairgames.data.TabularDataset` splits of a table.
 
@@ -72,6 +73,9 @@ def from_frame(
         split: ``(train, validation, test)`` fractions (or ``(train, test)``: no
             validation), summing to 1.
         seed: the split's seed.
+        groups: more columns kept as group attributes beside ``protected`` (value names:
+            their values as text; features as well unless listed elsewhere), e.g. to cross
+            them (:func:`~fairgames.data.group_cross`).
 
     Raises:
         DataArgumentError: an unknown column (the message lists the table's), a target that
@@ -89,7 +93,7 @@ def from_frame(
     """
     return _splits(frame, dict(target=target, protected=protected, positive=positive,
                                label_kind=label_kind, include_protected=include_protected),
-                   categorical, numerical, split, seed, source=None)
+                   categorical, numerical, split, seed, source=None, groups=groups)
 
 
 def load_table(
@@ -108,10 +112,8 @@ def load_table(
 ) -> DatasetSplits:
     """:func:`from_frame` of a CSV (``.csv``, compressed ``.csv.gz`` ..., ``.tsv``) or
     Parquet (``.parquet``, ``.pq``; needs pyarrow) file: ``data=table data.path=...``.
-    Messages about a row name the file and, for a CSV, its line. ``groups``: more columns
-    kept as group attributes beside ``protected`` (their values' names; features as well
-    unless listed elsewhere), e.g. to cross them (``data.protected=sex*race``,
-    :func:`~fairgames.data.group_cross`).
+    Messages about a row name the file and, for a CSV, its line. ``groups`` as for
+    :func:`from_frame` (``data.protected=sex*race`` on the command line).
 
     Example:
         >>> splits = load_table("my.csv", target="y", protected="sex")   # doctest: +SKIP
@@ -126,12 +128,12 @@ def load_table(
         splits = _splits(frame, dict(target=target, protected=protected, positive=positive,
                                      label_kind=label_kind, include_protected=include_protected),
                          categorical, numerical, split, seed,
-                         source=str(p) if p.name.lower().endswith(CSV_SUFFIXES) else None)
+                         source=str(p) if p.name.lower().endswith(CSV_SUFFIXES) else None,
+                         groups=groups)
     except DataError as e:
         if str(p) in str(e):      # a row of a CSV file: its line names the file already
             raise
         raise type(e)(f"{p}: {e}") from e
-    splits = with_group_columns(splits, frame, groups)
     splits.metadata["sources"] = [{"path": str(p.resolve()), "sha256": _sha256(p),
                                    "rows": len(frame)}]
     splits.metadata["title"] = f"own table {p.name}"
@@ -170,7 +172,8 @@ def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
             categorical: Sequence[str] | None, numerical: Sequence[str] | None,
-            split: Sequence[float], seed: int, source: str | None) -> DatasetSplits:
+            split: Sequence[float], seed: int, source: str | None,
+            groups: Sequence[str] = ()) -> DatasetSplits:
     test_fraction, vfrac = _fractions(split)
     frame = string_columns(frame)
     base = TablePreprocessor.for_target(frame, **target_args, source=source)
@@ -203,8 +206,9 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
         "split_indices": {"train": train, "validation": val, "test": test},
         "preprocessor": pre,
     }
-    return DatasetSplits(*(full.subset(torch.from_numpy(i)) for i in (train, val, test)),
-                         metadata=metadata)
+    splits = DatasetSplits(*(full.subset(torch.from_numpy(i)) for i in (train, val, test)),
+                           metadata=metadata)
+    return with_group_columns(splits, frame, groups)
 
 
 def with_group_columns(splits: DatasetSplits, frame: pd.DataFrame, columns: Sequence[str]

@@ -152,3 +152,8 @@ def test_a_group_column_must_exist_and_be_complete(tmp_path):
         load_table(path, target="y", protected="race", groups=["colour"])
     with pytest.raises(DataError, match="group column 'job' has no value in row"):
         load_table(path, target="y", protected="race", groups=["job"])
+    # from_frame shares the path: the same attribute, the same codes
+    split_a = from_frame(df, target="y", protected="race", groups=["owner"])
+    split_b = load_table(path, target="y", protected="race", groups=["owner"])
+    assert split_a.train.group_names["owner"] == ["False", "True"]
+    assert torch.equal(split_a.train.groups["owner"], split_b.train.groups["owner"])
