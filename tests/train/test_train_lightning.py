@@ -3,12 +3,20 @@ meets a TPR-parity constraint that unconstrained training misses (synthetic data
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-pl = pytest.importorskip("lightning.pytorch")   # the extra: installed with the test extra
+try:
+    import lightning.pytorch as pl
+except ImportError:                  # the lightning extra; the test extra installs it
+    if os.environ.get("CI", "").lower() == "true":
+        raise                        # CI=true: a missing test dependency is a failure
+    pytest.skip("lightning is not installed (pip install 'fairgames[lightning]')",
+                allow_module_level=True)
 
 from fairgames.data import make_synthetic  # noqa: E402
 from fairgames.game import Problem  # noqa: E402
