@@ -2,8 +2,10 @@
 
 :meth:`ConstrainedOptimizer.capture(step) <fairgames.game.ConstrainedOptimizer.capture>`
 runs ``step`` (the user-level loop body: ``zero_grad``, ``lagrangian``, ``backward``,
-``step``) once while recording every aten op it dispatches — model forward and backward, the
-fused rate pass, θ's optimizer, every player — with ``make_fx``. The host-side work (batch
+``step``) once eagerly if the game has not stepped yet (the first step makes lazy state:
+θ's optimizer buffers, the rate plan), then once more while recording every aten op it
+dispatches — model forward and backward, the fused rate pass, θ's optimizer, every player —
+with ``make_fx``. The host-side work (batch
 checks, the rate plan, Python dispatch of the players) runs only then; what it decides is
 baked into the graph, as a CUDA graph bakes it. Every piece of state the step reads or
 writes (parameters, optimizer and player state, running estimates, the step counter of the
@@ -35,8 +37,8 @@ Example:
     >>> captured = copt.capture(step, compile=False)   # records (and plays) one step
     >>> for _ in range(3):
     ...     captured()
-    >>> copt.steps
-    4
+    >>> copt.steps              # a first eager step, the recorded one, three replays
+    5
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def _check_capturable(copt: ConstrainedOptimizer) -> None:
         raise ValueError(f"capture() with {type(opt).__name__}(capturable=False): its step "
                          "counter is read on the host, so a recorded step would replay one "
                          f"step's bias correction forever; construct {type(opt).__name__}"
-                         "(..., capturable=True)")
+                         "(..., capturable=True) on CUDA (torch supports it there only), or "
+                         "use an optimizer without a step counter (SGD) on CPU")
 
 
 def _hyper(opt: torch.optim.Optimizer) -> tuple:
@@ -117,6 +120,10 @@ class CapturedStep:
                               CaptureWarning, stacklevel=3)
         self.compiled = bool(compile)
         self._counter = torch.zeros((), dtype=torch.int64, device=self.device)
+        if copt.steps == 0:
+            # Lazy state (θ's optimizer buffers, the guard's copies, the rate plan) is made by
+            # the first step; recorded then, it would be a fresh value on every replay.
+            step()
         self._record()
 
     def _traced(self) -> tuple[Any, list[torch.Tensor | None]]:

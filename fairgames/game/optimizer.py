@@ -623,7 +623,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                 ) -> CapturedStep:
         """Record ``step`` — one whole training step: ``zero_grad``, :meth:`lagrangian`,
         ``backward``, :meth:`step` — as one graph of device ops (it is played once while
-        recorded) and return a :class:`~fairgames.game.capture.CapturedStep` that replays it.
+        recorded, after one eager step if the game has not stepped yet) and return a
+        :class:`~fairgames.game.capture.CapturedStep` that replays it.
         ``compile``: compile the graph (inductor on CPU, CUDA graphs on CUDA); default: yes,
         unless no C++ compiler is found on CPU (then a ``CaptureWarning``). The step reads
         the tensors it read when recorded: ``copy_`` new batches into them. See
@@ -643,7 +644,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             ...     copt.step()
             >>> captured = copt.capture(step, compile=False)
             >>> _ = captured(); copt.steps
-            2
+            3
         """
         return CapturedStep(self, step, compile=compile)
 
