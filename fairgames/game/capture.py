@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .history import StepRecord
+from .sparse import RowMatrix
 
 if TYPE_CHECKING:
     from .optimizer import ConstrainedOptimizer
@@ -83,6 +84,12 @@ def _check_capturable(copt: ConstrainedOptimizer) -> None:
     if copt._optimizer_step_pre_hooks or copt._optimizer_step_post_hooks:
         raise ValueError("capture() with optimizer step hooks: a recorded step would not call "
                          "them; remove them (register_history_hook runs on every replay)")
+    terms = copt.terms
+    parts = terms.modules() if isinstance(terms, torch.nn.Module) else vars(terms).values()
+    if any(isinstance(m, RowMatrix) and m.sparse for m in parts):
+        raise ValueError("capture() of a game with sparse constraint rows (rows × leaves ≥ "
+                         "fairgames.game.sparse.SPARSE_ENTRIES): make_fx cannot record "
+                         "sparse CSR tensors; train this game eagerly")
     opt = copt.model_optimizer
     if opt.defaults.get("capturable") is False:
         raise ValueError(f"capture() with {type(opt).__name__}(capturable=False): its step "

@@ -102,6 +102,13 @@ def test_capture_refuses_what_it_cannot_replay() -> None:
         strict.capture(step, compile=False)
 
 
+def test_capture_refuses_sparse_constraint_rows(monkeypatch) -> None:
+    monkeypatch.setattr("fairgames.game.sparse.SPARSE_ENTRIES", 1)
+    _, copt, step = _game("linear", _data())
+    with pytest.raises(ValueError, match="sparse constraint rows"):
+        copt.capture(step, compile=False)
+
+
 def test_new_batches_copied_into_the_captured_tensors() -> None:
     mine, theirs = _data(), _data()
     eager_model, eager, eager_step = _game("linear", theirs)
