@@ -42,6 +42,7 @@ from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import Batch, group, true_positive_rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_trees import CLOCKS, count_ops  # noqa: E402
 from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_overhead.json"
@@ -108,16 +109,16 @@ def timed(columns: dict[str, Callable[[], None]], device: torch.device, steps: i
 
 
 def bench_case(kind: str, k: int, device: torch.device, steps: int, repeats: int,
-               with_baselines: bool) -> dict[str, float | str | None]:
-    steps_of, cooper = make_columns(kind, k, device, with_baselines)
+               with_baselines: bool, captured: bool = True) -> dict[str, float | str | None]:
+    steps_of, cooper = make_columns(kind, k, device, with_baselines, captured)
     out: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats))
     if cooper is not None:
         out["cooper"] = cooper
     return out
 
 
-def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool
-                 ) -> tuple[dict[str, Callable[[], None]], str | None]:
+def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool,
+                 captured: bool = False) -> tuple[dict[str, Callable[[], None]], str | None]:
     """The columns' step functions of one case (same seeds on every call), and why cooper's
     column is missing (``None`` when it runs or was not asked for). Each step is the
     user-level loop: zero_grad, loss (or Lagrangian), backward, step."""
@@ -159,6 +160,21 @@ def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool
 
         steps_of[column] = game
 
+    if captured:
+        steps_of["plain_captured"] = _record(plain, device)
+        model = make_model(kind).to(device)
+        copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=1e-3))
+
+        def game_step(model=model, copt=copt) -> None:
+            copt.zero_grad()
+            copt.lagrangian(Batch(scores=model(x)[:, 0], **fields)).backward()
+            copt.step()
+
+        try:
+            steps_of["game_captured"] = copt.capture(game_step)
+        except ValueError as refused:     # sparse constraint rows (K = 1 024)
+            print(f"{kind} K={k}: not captured: {refused}")
+
     cooper: Callable[[], None] | str | None = None
     if with_baselines and k == 2:
         steps_of["handwritten"] = _handwritten(kind, x, y, g, device)
@@ -167,6 +183,22 @@ def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool
         if not isinstance(cooper, str):
             steps_of["cooper"] = cooper
     return steps_of, cooper if isinstance(cooper, str) else None
+
+
+def _record(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    """The plain step recorded and compiled as ConstrainedOptimizer.capture does (make_fx,
+    then inductor on CPU or CUDA graphs on CUDA), after one eager step."""
+    from torch.fx.experimental.proxy_tensor import make_fx  # noqa: PLC0415
+
+    step()
+    graph = torch.compile(make_fx(lambda: step(), tracing_mode="real")(),
+                          mode="reduce-overhead" if device.type == "cuda" else None)
+
+    def replay() -> None:
+        with torch.no_grad():
+            graph()
+
+    return replay
 
 
 def _handwritten(kind: str, x, y, g, device) -> Callable[[], None]:
@@ -337,10 +369,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run: K in {2, 8}, few steps")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this process's CPU time (one thread, CPU device), blind to "
+                             "the other processes of a shared machine")
     parser.add_argument("--out", type=Path, default=None,
                         help="default: results/step_overhead.json (cpu), "
                              "results/step_overhead_cuda.json (cuda); a --quick run writes "
                              "only to an explicit --out")
+    parser.add_argument("--ks", type=int, nargs="+", default=None,
+                        help="constraint counts (default 2 8 64 1024; --quick: 2 8)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -348,18 +385,27 @@ def main() -> None:
     if args.out is None and not args.quick:
         args.out = RESULTS if device.type == "cpu" else RESULTS.with_name(
             f"step_overhead_{device.type}.json")
-    ks = (2, 8) if args.quick else (2, 8, 64, 1024)
+    ks = tuple(args.ks) if args.ks else (2, 8) if args.quick else (2, 8, 64, 1024)
     steps, repeats = (20, 3) if args.quick else (100, 7)
 
     figures: dict[str, float | str | None] = {}
     units: dict[str, str] = {}
     header = f"{'model':7} {'K':>5} {'plain':>8} {'eval':>8} {'game':>8} {'lagr.':>8} " \
-             f"{'ratio':>6} {'hand':>8} {'floor':>8} {'cooper':>14}"
+             f"{'ratio':>6} {'plain-c':>8} {'game-c':>8} {'hand':>8} {'floor':>8} {'cooper':>14}"
     print(header)
     print("-" * len(header))
     for kind in ("linear", "mlp"):
         for k in ks:
-            r = bench_case(kind, k, device, steps, repeats, with_baselines=(kind == "linear"))
+            steps_of, why = make_columns(kind, k, device, kind == "linear", captured=True)
+            r: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats,
+                                                          CLOCKS[args.clock]))
+            if why is not None:
+                r["cooper"] = why
+            if kind == "linear" and k == 2 and device.type == "cpu":
+                for col, step in steps_of.items():      # aten ops per step, as compare_trees
+                    figures[f"linear_K2_{col}_aten_ops"] = sum(
+                        n for op, n in count_ops(step).items() if op.startswith("aten."))
+                    units[f"linear_K2_{col}_aten_ops"] = "aten ops per step"
             for col, v in r.items():
                 figures[f"{kind}_K{k}_{col}_ms"] = v
                 units[f"{kind}_K{k}_{col}_ms"] = "ms per step"
@@ -371,7 +417,8 @@ def main() -> None:
                 return f"{v:8.3f}" if isinstance(v, float) else f"{str(v or '-'):>8}"
 
             print(f"{kind:7} {k:>5} {fmt(r['plain'])} {fmt(r['eval'])} {fmt(r['game'])} "
-                  f"{fmt(r['lagrangian'])} {ratio:6.2f} {fmt(r.get('handwritten'))} "
+                  f"{fmt(r['lagrangian'])} {ratio:6.2f} {fmt(r['plain_captured'])} "
+                  f"{fmt(r.get('game_captured'))} {fmt(r.get('handwritten'))} "
                   f"{fmt(r.get('floor'))} "
                   f"{str(r.get('cooper', '-')) if not isinstance(r.get('cooper'), float) else format(r['cooper'], '14.3f'):>14}")  # noqa: E501
 
@@ -392,6 +439,20 @@ def main() -> None:
             "target": 1.2, "value": figures["mlp_K8_game_ratio"],
             "met": float(figures["mlp_K8_game_ratio"]) <= 1.2},  # type: ignore[arg-type]
     }
+    captured_extra = float(figures["linear_K2_game_captured_ms"]) - float(plain)  # type: ignore[arg-type]
+    goals["issue24_eager_extra_vs_cooper_extra"] = {
+        "target": 1.0, "value": ours_extra / cooper_extra, "met": ours_extra <= cooper_extra,
+        "cooper_extra_source": source}
+    goals["issue24_captured_cpu_extra_vs_cooper_extra"] = {
+        "target": 0.6, "value": captured_extra / cooper_extra,
+        "met": captured_extra <= 0.6 * cooper_extra, "cooper_extra_source": source}
+    if device.type == "cuda":
+        for kk, target in ((8, 1.2), (1024, 1.5)):
+            if f"mlp_K{kk}_game_captured_ms" in figures:
+                v = float(figures[f"mlp_K{kk}_game_captured_ms"]) / float(  # type: ignore[arg-type]
+                    figures[f"mlp_K{kk}_plain_captured_ms"])  # type: ignore[arg-type]
+                goals[f"issue24_mlp_K{kk}_captured_game_vs_captured_plain"] = {
+                    "target": target, "value": v, "met": v <= target}
     figures["linear_K2_extra_vs_cooper_extra"] = ours_extra / cooper_extra
     units["linear_K2_extra_vs_cooper_extra"] = "our extra ms / cooper's extra ms"
     floor = figures.get("linear_K2_floor_ms")
@@ -411,7 +472,10 @@ def main() -> None:
                    "steps_per_block": steps, "blocks": repeats,
                    "statistic": "median of blocks, the columns' blocks interleaved",
                    "optimizer": "SGD lr=1e-3", "game_preset": "proxy_lagrangian (default)",
-                   "lagrangian_preset": "lagrangian"},
+                   "lagrangian_preset": "lagrangian", "clock": args.clock,
+                   "captured": "ConstrainedOptimizer.capture (make_fx; inductor on CPU, "
+                               "reduce-overhead on CUDA); plain_captured the same recording "
+                               "of the plain step"},
     }
     if args.out is None:
         print("quick run: results not written (give --out to keep them)")

@@ -179,7 +179,7 @@ class FiniteGuard:
                 torch._foreach_copy_([saved[k] for k, _ in live], [t for _, t in live])
 
     def verdict(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
-                gradients: bool, step: int) -> torch.Tensor:
+                gradients: bool, step: int | torch.Tensor) -> torch.Tensor:
         """``ok`` (a device boolean) for this step, with θ restored and the flag set when not.
         ``gradients=False`` leaves the gradients to a GradScaler (AMP)."""
         grads = [p.grad for group in optimizer.param_groups for p in group["params"]

@@ -77,6 +77,7 @@ from torch.optim import optimizer as _torch_optimizer
 
 from fairgames.rates import Batch, LeafValues, RatesError
 
+from .capture import CapturedStep
 from .distributed import refuse_local_state, resolve_process_group, scale_gradient
 from .finite import FiniteGuard
 from .history import StepRecord
@@ -204,6 +205,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._hooks: list[Callable[[StepRecord], None]] = []
         self._pending: Record | None = None
         self._heldout: Record | None = None
+        # a device step counter while a step is captured (fairgames.game.capture)
+        self._step_counter: torch.Tensor | None = None
 
     def _large_game(self, preset: object, multipliers: object, choice: dict) -> str | None:
         """A game too large for the default preset's swap regret plays the linear-cost
@@ -537,7 +540,8 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         # A non-finite score, weight, loss or gradient: θ is put back and every other player
         # skips this step through round.ok (a device boolean, as for a step AMP skipped).
         ok = self._guard.verdict(
-            self.model_optimizer, round.record.objective_surrogate, step=self.steps,
+            self.model_optimizer, round.record.objective_surrogate,
+            step=self.steps if self._step_counter is None else self._step_counter,
             gradients=scaler is None or not scaler.is_enabled())   # AMP: the scaler's part
         round.ok = ok if round.ok is None else round.ok & ok
         with torch.no_grad():
@@ -614,6 +618,35 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             return loss
 
         return self.step(closure).detach()
+
+    def capture(self, step: Callable[[], Any], *, compile: bool | None = None
+                ) -> CapturedStep:
+        """Record ``step`` — one whole training step: ``zero_grad``, :meth:`lagrangian`,
+        ``backward``, :meth:`step` — as one graph of device ops (it is played once while
+        recorded, after one eager step if the game has not stepped yet) and return a
+        :class:`~fairgames.game.capture.CapturedStep` that replays it.
+        ``compile``: compile the graph (inductor on CPU, CUDA graphs on CUDA); default: yes,
+        unless no C++ compiler is found on CPU (then a ``CaptureWarning``). The step reads
+        the tensors it read when recorded: ``copy_`` new batches into them. See
+        :mod:`fairgames.game.capture`.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import Batch, error_rate
+            >>> from fairgames.game import Problem
+            >>> x, y = torch.randn(16, 2), (torch.rand(16) < 0.5).float()
+            >>> model = torch.nn.Linear(2, 1)
+            >>> copt = ConstrainedOptimizer(Problem(error_rate()),
+            ...                             torch.optim.SGD(model.parameters(), lr=0.1))
+            >>> def step():
+            ...     copt.zero_grad()
+            ...     copt.lagrangian(Batch(scores=model(x)[:, 0], labels=y)).backward()
+            ...     copt.step()
+            >>> captured = copt.capture(step, compile=False)
+            >>> _ = captured(); copt.steps
+            3
+        """
+        return CapturedStep(self, step, compile=compile)
 
     # ------------------------------------------------------------------ the round
     def _take_record(self) -> Record:

@@ -329,10 +329,6 @@ class RateEvaluator(torch.nn.Module):
         # testing every score; check_finite and state_dict fold it into nonfinite_seen.
         self.register_buffer("_score_total", torch.zeros((), dtype=torch.float64),
                              persistent=False)
-        # A host copy of running_decay_power (decay^updates, the same float64 products), so
-        # the bias correction is a host scalar; re-read when a state dict is loaded. Kept in a
-        # list: setting a Module attribute goes through Module.__setattr__, slow per step.
-        self._power_host = [1.0]
         self._plans: dict[tuple, _Plan] = {}
         self._layout_cache: _Layout | None = None
         self._constants: dict[tuple, torch.Tensor] = {}
@@ -718,11 +714,9 @@ class RateEvaluator(torch.nn.Module):
                 self.running_average.mul_(self.decay).add_(
                     (1.0 - self.decay) * prop.detach().double())
                 self.running_decay_power.mul_(self.decay)
-            self._power_host[0] *= self.decay
         den = torch.where(empty, 1.0, dens)
         if self.denominator == "running":
-            correction = max(1.0 - self._power_host[0], 1e-300)
-            estimate = (self.running_average / correction).to(prop.dtype) * total
+            estimate = (self.running_average / self._correction()).to(prop.dtype) * total
             den = torch.where(estimate > 0, estimate, den)
         n_empty = empty.sum(dtype=torch.float32)
         if plan.identity:
@@ -813,16 +807,22 @@ class RateEvaluator(torch.nn.Module):
             torch.add(layout.step, self.running_average, alpha=self.decay,  # type: ignore[arg-type]
                       out=self.running_average)
             self.running_decay_power.mul_(self.decay)
-            self._power_host[0] *= self.decay
         if self.denominator == "batch":
             assert layout.leaf_dens is not None
             return layout.leaf_dens
         estimate = self._estimate_buffer(layout.total)  # type: ignore[arg-type]
-        torch.div(self.running_average, max(1.0 - self._power_host[0], 1e-300), out=estimate)
+        torch.div(self.running_average, self._correction(), out=estimate)
         estimate.mul_(layout.total)
         # the batch's weight while the subset has never been seen
         den = torch.where(estimate > 0, estimate, layout.dens)  # type: ignore[arg-type]
         return den if layout.plan.identity else den[layout.plan.leaf_subset]
+
+    def _correction(self) -> torch.Tensor:
+        """The running estimate's bias correction ``max(1 − decay^updates, 1e-300)``, a float64
+        device scalar read from ``running_decay_power`` (the same float64 products as a host
+        copy would hold, so eager steps are unchanged), so that a captured step
+        (:mod:`fairgames.game.capture`) reads the current power instead of a recorded one."""
+        return torch.rsub(self.running_decay_power, 1.0).clamp_min_(1e-300)
 
     def _estimate_buffer(self, like: torch.Tensor) -> torch.Tensor:
         """A reused float32 ``[M]`` scratch vector on ``like``'s device."""
@@ -942,7 +942,6 @@ class RateEvaluator(torch.nn.Module):
             args[2].remove(prefix + name)          # missing_keys
             getattr(self, name).fill_(0.0 if name == "rate_average" else 1.0)
         self._score_total.zero_()
-        self._power_host = [float(self.running_decay_power)]   # loading may sync, a step not
 
     def extra_repr(self) -> str:
         return (f"leaves={len(self.leaves)}, subsets={len(self.subsets)}, "
