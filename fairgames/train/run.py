@@ -847,7 +847,10 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                                        on_save=add_run_state),
         parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None)
     if ckpt is not None:
-        engine.load_state_dict(ckpt["engine"])
+        try:
+            engine.load_state_dict(ckpt["engine"])
+        except ValueError as e:       # e.g. another world size: the message names the remedy
+            raise ConfigError(f"trainer.resume: {e}") from e
         engine.last_checkpoint = ctx.checkpoint_path
     return Game(model, copt, engine, logger, data, rows_file, steps)
 
