@@ -2,9 +2,12 @@
 
 The problem: minimise the cross-entropy of a linear model (100 features) s.t. TPR(g) ≥
 TPR − 0.05 for each of K groups (K + 1 leaves, K multiplier rows, 2K non-zeros), B = 65 536
-rows, full batch, SGD; the preset is named (``lagrangian`` by default, the issue's). A step
-is the user's loop: zero_grad, the Lagrangian (the fused rate pass), backward, step (θ and
-every player).
+rows, full batch, SGD; the preset is named (``lagrangian`` by default, the issue's), or
+``--preset cli``: the game ``scripts/train.py`` and ``fit()`` make of their default
+``algorithm=proxy_lagrangian`` (``configs/``, ``algorithm.large_game=switch``), which plays
+``lagrangian`` above ``SWAP_REGRET_MAX_ROWS`` rows — each case reports the preset it played.
+A step is the user's loop: zero_grad, the Lagrangian (the fused rate pass), backward, step
+(θ and every player).
 
 Each case runs in its own process (one torch thread), so that its peak memory is its own;
 the cases' processes are interleaved over ``--rounds`` rounds and each number is the median
@@ -34,6 +37,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -72,7 +76,7 @@ def case(k: int, batch: int, preset: str, steps: int, repeats: int) -> dict[str,
     warm = Problem(None, [true_positive_rate(group("g", "0")) >= true_positive_rate() - 0.05],
                    loss=lambda s, b: F.binary_cross_entropy_with_logits(s, b.labels))
     ConstrainedOptimizer(warm, torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1),
-                         preset=preset)       # one-time imports are nobody's compile time
+                         **_game(preset, 1))  # one-time imports are nobody's compile time
     data_rss = _rss_mb()
     clock = time.process_time      # CPU time: compile is one-thread Python and torch work
     t0 = clock()
@@ -84,7 +88,7 @@ def case(k: int, batch: int, preset: str, steps: int, repeats: int) -> dict[str,
     torch.manual_seed(0)
     model = torch.nn.Linear(FEATURES, 1)
     copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=1e-3),
-                                preset=preset)
+                                **_game(preset, problem.num_multipliers))
 
     def step() -> None:
         copt.zero_grad()
@@ -99,7 +103,38 @@ def case(k: int, batch: int, preset: str, steps: int, repeats: int) -> dict[str,
     return {"k": k, "build_s": t1 - t0, "compile_s": t2 - t1 - ms / 1e3, "step_ms": ms,
             "peak_mb": _peak_mb(), "peak_over_data_mb": _peak_mb() - data_rss,
             "rows": copt.terms.num_rows, "sparse": bool(getattr(copt.terms.affine, "sparse",
-                                                                False))}
+                                                                False)),
+            "played": copt.preset.name}
+
+
+def _game(preset: str, rows: int) -> dict:
+    """The optimizer's preset arguments: ``preset`` named, or (``cli``) the command line's
+    default ``algorithm`` group composed from ``configs/`` as ``scripts/train.py`` plays it
+    (composed once, at the warm-up, outside the timed compile)."""
+    if preset != "cli":
+        return {"preset": preset}
+    from fairgames.train.run import large_game_arguments
+
+    algorithm, arguments = _cli_algorithm()
+    return large_game_arguments(algorithm, rows, arguments)
+
+
+@functools.cache
+def _cli_algorithm() -> tuple:
+    import warnings
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from fairgames.game import get_preset
+    from fairgames.train.config import AlgorithmConfig
+
+    with initialize_config_dir(config_dir=str(HERE.parent / "configs"), version_base="1.3"):
+        cfg = compose("train")
+    algorithm = AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm))
+    warnings.simplefilter("ignore")            # the LargeGameWarning: "played" records it
+    return algorithm, get_preset(algorithm.name).optimizer_arguments(
+        {"multipliers": algorithm.multipliers, **algorithm.settings})
 
 
 def _rss_mb() -> float:
@@ -147,6 +182,7 @@ def run(args: argparse.Namespace) -> dict:
             for key in ("step_ms", "compile_s", "build_s", "peak_mb", "peak_over_data_mb"):
                 row[f"{key}_{name}"] = statistics.median(x[key] for x in runs)
             row[f"sparse_{name}"] = runs[0]["sparse"]
+            row[f"played_{name}"] = runs[0].get("played")
         table.append(row)
     rounds = {name: {str(k): [x["step_ms"] for x in runs] for k, runs in per_k.items() if runs}
               for name, per_k in results.items()}

@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 
 import hydra
+import torch.distributed
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig
@@ -91,7 +92,7 @@ def main(cfg: DictConfig) -> float | None:
             sys.exit(e.exit_status)
         say(f"interrupted: {e}", err=True)
         if e.checkpoint is not None:
-            say(f"resume with: {resume_command(e.run_dir)}", err=True)
+            say(f"resume with: {resume_command(e.run_dir, ranks())}", err=True)
         sys.exit(e.exit_status)
     finally:
         quiet = not writes_outputs()         # a rank other than 0 of trainer.distributed
@@ -100,7 +101,8 @@ def main(cfg: DictConfig) -> float | None:
         return None
     if result.results is None:
         say(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
-            f"{result.engine.last_checkpoint}; resume with: {resume_command(result.run_dir)}")
+            f"{result.engine.last_checkpoint}; resume with: "
+            f"{resume_command(result.run_dir, result.engine.parallel_ranks)}")
         return None
     say(summary_line(result.run_dir, result.results))
     if "robust" in result.results:           # noisy groups: true / noisy / robust per split
@@ -112,14 +114,25 @@ def main(cfg: DictConfig) -> float | None:
     return result.results["solutions"]["recommended"]["test"]["objective"]
 
 
-def resume_command(run_dir: Path | str | None) -> str:
-    """The command that continues the run in ``run_dir`` (its config is the checkpoint's).
+def resume_command(run_dir: Path | str | None, world_size: int = 1) -> str:
+    """The command that continues the run in ``run_dir`` (its config is the checkpoint's) on
+    ``world_size`` processes (a checkpoint of N ranks resumes on N ranks).
 
     Example:
         >>> resume_command("runs/x")
         'python scripts/train.py trainer.resume=runs/x'
+        >>> resume_command("runs/x", 2).split(" scripts/train.py ")
+        ['torchrun --nproc_per_node 2', 'trainer.distributed=true trainer.resume=runs/x']
     """
+    if world_size > 1:
+        return (f"torchrun --nproc_per_node {world_size} scripts/train.py "
+                f"trainer.distributed=true trainer.resume={run_dir}")
     return f"python scripts/train.py trainer.resume={run_dir}"
+
+
+def ranks() -> int:
+    """The processes of this run: torch.distributed's world size, else 1."""
+    return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
 
 
 def summary_line(run_dir: Path | str | None, results: dict) -> str:

@@ -336,7 +336,7 @@ def large_game_preset(rows: int) -> tuple[str, str] | None:
         f"{rows} multiplier rows > {SWAP_REGRET_MAX_ROWS}: the default preset "
         f"{DEFAULT_PRESET!r} (swap regret, a dense {rows + 1}² matrix per step) is replaced "
         f"by {LARGE_GAME_PRESET!r} (projected gradient ascent, linear in the rows); name a "
-        "preset to choose")
+        "preset to choose (scripts/train.py and fit(): algorithm.large_game=keep)")
 
 
 def _arguments(cls: type[Player], config: Mapping[str, Any]) -> dict[str, Any]:

@@ -176,7 +176,12 @@ class AlgorithmConfig:
     ``Problem(objective_surrogate=)`` — ``logistic`` on the error is the cross-entropy), its
     ``temperature`` (the scale of the margin it reads; null:
     :func:`fairgames.game.default_temperature`, 1 on classifier scores, 0.05 on threshold rates
-    of predictions in [0, 1]) and ``ratio_floor``. Every other ``algorithm.<key>`` is declared
+    of predictions in [0, 1]) and ``ratio_floor``; ``large_game``: above
+    :data:`~fairgames.game.SWAP_REGRET_MAX_ROWS` multiplier rows the default preset
+    ``proxy_lagrangian`` (its swap-regret λ costs O(rows²) per step) plays ``lagrangian``
+    (projected gradient ascent at its own step size and radius, O(rows)) with a
+    ``LargeGameWarning`` when ``switch`` (the default), and is kept as named when ``keep``.
+    Every other ``algorithm.<key>`` is declared
     by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in
     ``settings``: ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
     ``multiplier_lr`` and ``radius`` (κ of ‖λ‖₁ ≤ κ; null: the preset's, else the strategy's),
@@ -199,6 +204,7 @@ class AlgorithmConfig:
     objective_surrogate: str | None = None
     temperature: float | None = None
     ratio_floor: float = 0.01
+    large_game: str = "switch"
     settings: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -214,9 +220,12 @@ class AlgorithmConfig:
         return {"name": self.name, "multipliers": self.multipliers, **self.settings,
                 "surrogate": self.surrogate, "objective_surrogate": self.objective_surrogate,
                 "temperature": self.temperature,
-                "ratio_floor": self.ratio_floor}
+                "ratio_floor": self.ratio_floor, "large_game": self.large_game}
 
 
+# algorithm.large_game: the default preset gives way to a linear-cost one above
+# SWAP_REGRET_MAX_ROWS rows ("switch"), or is kept as named ("keep")
+LARGE_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
 # algorithm=reduction: paper 003's reduction (fairgames.train.reduction), not a game preset.
 # It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
@@ -242,7 +251,7 @@ def algorithm_schema() -> type:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
          'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'objective_surrogate',
-         'temperature', 'ratio_floor']
+         'temperature', 'ratio_floor', 'large_game']
     """
     declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
     signature = tuple((k.name, k.type, k.default) for k in declared)
@@ -253,7 +262,8 @@ def algorithm_schema() -> type:
         front = [(n, shared[n].type, field(default=shared[n].default))
                  for n in ("name", "multipliers")]
         back = [(n, shared[n].type, field(default=shared[n].default))
-                for n in ("surrogate", "objective_surrogate", "temperature", "ratio_floor")]
+                for n in ("surrogate", "objective_surrogate", "temperature", "ratio_floor",
+                          "large_game")]
         schema = make_dataclass("AlgorithmConfig", [*front, *own, *back])
         schema.__module__ = __name__
         schema.__doc__ = "The ``algorithm`` group's schema (see :func:`algorithm_schema`)."
@@ -497,6 +507,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     check.positive("algorithm.temperature", a.get("temperature"), allow_none=True)
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
+    check.choice("algorithm.large_game", a.get("large_game", "switch"), LARGE_GAME)
 
 
 @register_validator("algorithm")

@@ -58,7 +58,7 @@ from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table, parity_gaps
 from .logger import RunLogger
-from .parallel import DataParallel, shard
+from .parallel import DataParallel, agree_to_stop, shard
 
 # Each log interval's line (train.log under scripts/train.py); read at log time, no extra sync.
 LOG = logging.getLogger(__name__)
@@ -340,33 +340,50 @@ class Engine:
         SIGINT and SIGTERM (in the main thread) stop the loop at the next step boundary: the
         engine writes a checkpoint at that step and raises :class:`RunInterrupted`. A second
         signal stops at once (``KeyboardInterrupt``; the checkpoints on disk stay intact).
+        Data-parallel, the ranks stop together at the next log or checkpoint step after a
+        signal to any of them (:meth:`_stop_signal`); rank 0 writes the checkpoint.
         """
         end = self.steps if stop_after is None else min(self.steps, stop_after)
         bar = tqdm(total=self.steps, initial=self.step, disable=not self.progress,
                    desc="train", dynamic_ncols=True, leave=True)
         signals = StopSignals().start()
+        stop: int | None = None
         try:
             # the signal is a Python flag read between steps: no sync
-            while self.step < end and signals.received is None:
+            while self.step < end and stop is None:
                 self.train_step()
                 bar.update(1)
                 last = self.step == self.steps
-                if self.step % self.log_every == 0 or last:
+                logged = self.step % self.log_every == 0 or last
+                if logged:
                     rec = self.log()
                     bar.set_postfix(objective=f"{rec['objective_true']:.4g}",
                                     max_violation=f"{rec['max_violation']:.3g}")
-                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+                saved = bool(self.checkpoint_every) and self.step % self.checkpoint_every == 0
+                if saved:
                     self.save_checkpoint()
+                stop = self._stop_signal(signals, logged or saved or self.step == end)
         finally:
             bar.close()
             signals.stop()
         if self.logger is not None:
             self.logger.flush()
-        if signals.received is not None:
-            raise RunInterrupted(signals.received, self.step, self.save_checkpoint(),
-                                 self.run_dir)
+        stop = signals.received if self.parallel is None else stop
+        if stop is not None:
+            raise RunInterrupted(stop, self.step, self.save_checkpoint(), self.run_dir)
         if self.step < self.steps:
             self.save_checkpoint()
+
+    def _stop_signal(self, signals: StopSignals, boundary: bool) -> int | None:
+        """The signal that stops the loop after this step (``None``: go on). One process:
+        its own, at every step. Data-parallel: the ranks agree at log and checkpoint steps
+        (one ``all_reduce`` of one integer there, none in between), so that a signal to any
+        rank stops every rank at the same step and none waits in the game's collective."""
+        if self.parallel is None:
+            return signals.received
+        if not boundary:
+            return None
+        return agree_to_stop(signals.received, self.train.labels.device)
 
     # ------------------------------------------------------------------ logging
     @torch.no_grad()
@@ -458,6 +475,7 @@ class Engine:
         return {
             "format": ENGINE_FORMAT,
             "step": self.step,
+            "world_size": self.parallel_ranks,
             "model": self.model.state_dict(),
             "game": self.copt.state_dict(),
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
@@ -470,13 +488,28 @@ class Engine:
                     else []},
         }
 
+    @property
+    def parallel_ranks(self) -> int:
+        """The processes playing this run's game (1: no process group)."""
+        return 1 if self.parallel is None else self.parallel.world_size
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the game checks that the problem matches)."""
+        """Restore :meth:`state_dict` (the game checks that the problem matches; a checkpoint
+        of N ranks resumes on N ranks only)."""
         if state.get("format") != ENGINE_FORMAT:
             raise ValueError(f"the checkpoint has format {state.get('format')!r}; this version "
                              f"of fairgames reads format {ENGINE_FORMAT} only (format 1 "
                              "predates the plug-in players): start the run afresh, or resume "
                              "it with the fairgames version that wrote it")
+        # (a checkpoint without the key predates data-parallel checkpoints: one process)
+        saved, ranks = int(state.get("world_size", 1)), self.parallel_ranks
+        if saved != ranks:
+            raise ValueError(
+                f"the checkpoint was written by a run on {saved} process(es), this run has "
+                f"{ranks}: each rank's shard of the global batch, and so the game's rounding, "
+                f"depends on the count: resume it on {saved} (torchrun --nproc_per_node "
+                f"{saved} scripts/train.py trainer.distributed=true trainer.resume=<run dir>; "
+                "python scripts/train.py trainer.resume=<run dir> for 1), or start afresh")
         self.model.load_state_dict(state["model"])
         self.copt.load_state_dict(state["game"])  # each player moves its tensors itself
         if self.sampler is not None:

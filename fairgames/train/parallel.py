@@ -107,6 +107,16 @@ def hydra_args(argv: list[str], rank: str | None) -> list[str]:
             "hydra.run.dir=."]
 
 
+def agree_to_stop(received: int | None, device: torch.device) -> int | None:
+    """The stop signal every rank acts on: the largest signal number any rank received
+    (``None``: none did), from one ``all_reduce(MAX)`` of one integer on ``device``. Called
+    by every rank at the same steps (log and checkpoint steps), so that a SIGTERM to one
+    rank, or torchrun's to all, stops them all at the same step."""
+    flag = torch.tensor([received or 0], dtype=torch.int64, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item()) or None
+
+
 def leave() -> None:
     """Leave the process group at the end of a command-line run (if one was joined)."""
     if dist.is_initialized():

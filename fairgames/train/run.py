@@ -46,6 +46,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from fairgames.data import DatasetSplits
 from fairgames.data.crossed import constrained_counts, constrained_values
 from fairgames.game import (
+    DEFAULT_PRESET,
     ConstrainedOptimizer,
     Problem,
     default_steps,
@@ -54,6 +55,7 @@ from fairgames.game import (
     get_preset,
     objective_surrogate_for,
 )
+from fairgames.game.presets import large_game_preset
 from fairgames.models import build_model, decision_threshold
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import Surrogate, error_rate, threshold_grid
@@ -795,8 +797,10 @@ def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, Const
     model = model.to(ctx.inputs.device)
     opt = recipe.optimizer(model.parameters())
     # The preset makes its players from their settings (the keys each player declares).
-    arguments = get_preset(algorithm.name).optimizer_arguments(
-        {"multipliers": algorithm.multipliers, **algorithm.settings})
+    arguments = large_game_arguments(algorithm, built.problem.num_multipliers,
+                                     get_preset(algorithm.name).optimizer_arguments(
+                                         {"multipliers": algorithm.multipliers,
+                                          **algorithm.settings}))
     try:
         robust = robust_players(ctx.inputs.robust, ctx.splits, ctx.inputs.protected)
         copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=robust,
@@ -807,6 +811,28 @@ def _players(ctx: RunContext, built: RunProblem) -> tuple[torch.nn.Module, Const
         raise ConfigError(f"algorithm={algorithm.name} cannot play problem="
                           f"{built.statements['name']}: {e}") from e
     return model, copt
+
+
+def large_game_arguments(algorithm: AlgorithmConfig, rows: int,
+                         arguments: dict[str, Any]) -> dict[str, Any]:
+    """The game's arguments for a preset named by the command line or ``fit()``: above
+    :data:`~fairgames.game.SWAP_REGRET_MAX_ROWS` multiplier rows, the default preset under
+    ``algorithm.large_game=switch`` is left unnamed, so that the optimizer plays the
+    linear-cost preset at its own λ settings, with a ``LargeGameWarning`` and
+    ``copt.preset_note``; otherwise ``arguments`` as they are.
+
+    Example:
+        >>> args = {"preset": "proxy_lagrangian", "multiplier_lr": 1.0, "slack_lr": None}
+        >>> large_game_arguments(AlgorithmConfig(), 10_000, args)
+        {'slack_lr': None}
+        >>> large_game_arguments(AlgorithmConfig(large_game="keep"), 10_000, args) == args
+        True
+    """
+    if (algorithm.large_game != "switch" or algorithm.name != DEFAULT_PRESET
+            or algorithm.multipliers is not None or large_game_preset(rows) is None):
+        return arguments
+    named = ("preset", "multipliers", "multiplier_lr", "radius", "multiplier_options")
+    return {k: v for k, v in arguments.items() if k not in named}
 
 
 def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
@@ -847,7 +873,10 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                                        on_save=add_run_state),
         parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None)
     if ckpt is not None:
-        engine.load_state_dict(ckpt["engine"])
+        try:
+            engine.load_state_dict(ckpt["engine"])
+        except ValueError as e:       # e.g. another world size: the message names the remedy
+            raise ConfigError(f"trainer.resume: {e}") from e
         engine.last_checkpoint = ctx.checkpoint_path
     return Game(model, copt, engine, logger, data, rows_file, steps)
 
@@ -1020,6 +1049,7 @@ def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game:
     return {
         "steps": engine.step,
         "preset": copt.preset.name,
+        "preset_note": copt.preset_note,       # why the default preset was replaced, if so
         "surrogate": problem.surrogate.kind,
         "objective_surrogate": (problem.objective_surrogate.kind
                                 if problem.objective_surrogate is not None else None),

@@ -7,9 +7,11 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,47 @@ def test_the_ddp_example_on_two_ranks_is_its_one_process_run(capsys):
     # rank 0 alone prints; the 2-rank game's multipliers agree and its test metrics are the
     # one-process run's (to the printed 4 decimals)
     assert launched.stdout.strip().splitlines()[-1] == line.replace("1 rank(s)", "2 rank(s)")
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchrun_stops_every_rank_with_a_checkpoint_that_resumes(tmp_path):
+    # torchrun forwards SIGTERM to both ranks: they stop at the same log step, rank 0 writes
+    # the checkpoint, no rank waits in a collective; the run resumes on 2 ranks from there
+    work, port = tmp_path, str(_free_port())
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_addr", "127.0.0.1", "--master_port", port,
+                str(ROOT / "scripts" / "train.py")]
+    run_dir = work / "runs" / "rank0"
+    proc = subprocess.Popen([*torchrun, *OVERRIDES[:3], "trainer.steps=100000",
+                             "trainer.log_every=10", "trainer.batch_size=96",
+                             "trainer.distributed=true", "hydra.run.dir=runs/rank${oc.env:RANK}"],
+                            cwd=work, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        log = run_dir / "train.log"
+        while not (log.exists() and "step 10/" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert err.count("interrupted: SIGTERM at step") == 1, err[-3000:]   # rank 0 says so
+    saved = torch.load(run_dir / "checkpoint.pt", weights_only=False)["engine"]
+    assert saved["step"] % 10 == 0 and 10 <= saved["step"] < 100000
+    assert saved["world_size"] == 2
+    assert f"SIGTERM at step {saved['step']}:" in err
+    assert ("resume with: torchrun --nproc_per_node 2 scripts/train.py "
+            f"trainer.distributed=true trainer.resume={run_dir}") in err
+    resumed = subprocess.run([*torchrun[:-2], str(_free_port()), torchrun[-1],
+                              "trainer.distributed=true", f"trainer.resume={run_dir}",
+                              f"trainer.stop_after={saved['step'] + 10}"],
+                             cwd=work, env=_env(), capture_output=True, text=True, timeout=300,
+                             check=False)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    again = torch.load(run_dir / "checkpoint.pt", weights_only=False)["engine"]
+    assert again["step"] == saved["step"] + 10 and again["world_size"] == 2
+    assert sorted(p.name for p in (work / "runs").iterdir()) == ["rank0"]
