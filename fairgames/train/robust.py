@@ -53,6 +53,10 @@ OWN_KEYS = {"dro": ("gamma", "projection", "ascent"),
             "soft_assignments_ideal": ("rounds", "theta_steps", "tau", "penalty_radius",
                                        "multiplier_lr", "radius")}
 GAMMA_RULES = ("estimate", "tv")
+# the trainer keys the ideal algorithm (its own full-batch loop, no CLI checkpoint) needs
+IDEAL_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
+                 "constraint_split": "train", "resume": False, "stop_after": None,
+                 "distributed": False, "tune": None}
 
 
 @dataclass
@@ -133,13 +137,11 @@ def _check_ideal(r: Any, c: Any, check: Checks) -> None:
     if r.steps != 1:
         check.bad("robust.steps", r.steps, "the ideal algorithm's rounds are robust.rounds "
                   "(Q) and trainer.steps (T): drop robust.steps")
-    t = c.trainer
-    for key, value, wanted in (("batch_size", t.batch_size, None),
-                               ("constraint_split", t.constraint_split, "train"),
-                               ("distributed", t.distributed, False)):
-        if value != wanted:     # it plays the whole training split, on one process
-            check.bad(f"trainer.{key}", value, f"robust=soft_assignments_ideal needs "
-                      f"{'null' if wanted is None else wanted}")
+    for key, wanted in IDEAL_TRAINER.items():
+        if c.trainer.get(key) != wanted:
+            check.bad(f"trainer.{key}", c.trainer.get(key), "robust=soft_assignments_ideal "
+                      "plays the whole training split in one uninterrupted run on one "
+                      f"process: leave it at {'null' if wanted is None else wanted}")
 
 
 def estimate_gamma(train: TabularDataset, attribute: str, rule: str = "estimate"

@@ -61,7 +61,8 @@ def test_ideal_run_reports_true_noisy_and_robust_columns_per_split(ideal_run):
     ("robust.rounds=0", "robust.rounds=0"),
     ("robust.tau=-1", "robust.tau=-1"),
     ("robust.steps=3", "robust.steps=3: the ideal algorithm's rounds are robust.rounds"),
-    ("trainer.batch_size=64", "trainer.batch_size=64: robust=soft_assignments_ideal needs null"),
+    ("trainer.batch_size=64", "trainer.batch_size=64: robust=soft_assignments_ideal plays"),
+    ("trainer.stop_after=2", "trainer.stop_after=2: robust=soft_assignments_ideal plays"),
 ])
 def test_bad_ideal_settings_are_config_errors(compose_cfg, override, message):
     cfg = compose_cfg("data=synthetic", "data.noise=0.1", "robust=soft_assignments_ideal",
