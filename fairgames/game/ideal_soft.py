@@ -51,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -226,27 +227,34 @@ class IdealSoftAssignments:
             grads.append(grad)
         return torch.stack(grads)
 
+    def _passes(self, lam: list[float]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(leaf costs, memberships [m̂·4, m])`` of each fused pass of the oracle: one per
+        row with ``λ_j > 0`` at its own ``w_j``, the objective riding on the first (alone
+        when every ``λ_j = 0``). The costs do not depend on θ: made once per oracle call."""
+        dev = self.features.device
+        empty = torch.zeros(0, device=dev)
+        active = [j for j in range(self.rows) if lam[j] > 0] or [0]
+        passes = []
+        for n, j in enumerate(active):
+            lam_j = torch.zeros(self.rows, device=dev)
+            lam_j[j] = lam[j]
+            omega = torch.tensor(1.0 if n == 0 else 0.0, device=dev)
+            passes.append((self.terms.leaf_costs(omega, lam_j, empty),
+                           memberships(self.w[j]).reshape(-1, self.m)))
+        return passes
+
     def oracle(self, lam: list[float]) -> None:
         """``theta_steps`` steps of θ's optimizer on the surrogate of ``f + Σ_j λ_j g_j(θ, w_j)``
         (rows with ``λ_j = 0`` skipped)."""
-        empty = torch.zeros(0, device=self.features.device)
-        zero = torch.zeros(self.rows, device=self.features.device)
-        groups = {j: memberships(self.w[j]).reshape(-1, self.m) for j in range(self.rows)}
-        active = [j for j in range(self.rows) if lam[j] > 0]
+        passes = self._passes(lam)
         for _ in range(self.settings.theta_steps):
             self.optimizer.zero_grad()
             scores = self.scores()
             codes = cell_codes(self.noisy, scores, self.labels)
             loss = torch.zeros((), device=scores.device)
-            for n, j in enumerate(active or [None]):
-                lam_j = zero.clone()
-                if j is not None:
-                    lam_j[j] = lam[j]
-                costs = self.terms.leaf_costs(torch.tensor(1.0 if n == 0 else 0.0,
-                                                           device=scores.device), lam_j, empty)
-                member = groups[j if j is not None else 0].index_select(0, codes)
+            for costs, member in passes:
                 batch = Batch(scores=scores, labels=self.labels,
-                              groups={self.attribute: member},
+                              groups={self.attribute: member.index_select(0, codes)},
                               group_values={self.attribute: self.names})
                 values = self.evaluator(batch, update=False)
                 loss = loss + self.terms.surrogate(costs, values.upper, values.lower)
@@ -292,7 +300,7 @@ class IdealSoftAssignments:
             raise ValueError("no iterate yet: run at least one outer round")
         modules = []
         for flat in self.members:
-            module = _clone(self.model)
+            module = copy.deepcopy(self.model)
             torch.nn.utils.vector_to_parameters(flat, module.parameters())
             modules.append(module)
         steps = [i + 1 for i in range(len(self.members))]
@@ -320,9 +328,3 @@ class IdealSoftAssignments:
         self.members = [m.clone() for m in state["members"]]
         self.deltas = [list(d) for d in state["deltas"]]
         self.lambdas = [list(v) for v in state["lambdas"]]
-
-
-def _clone(model: torch.nn.Module) -> torch.nn.Module:
-    import copy
-
-    return copy.deepcopy(model)
