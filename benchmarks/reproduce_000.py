@@ -109,7 +109,9 @@ PINNED = (
     "data.noise=null", "data.noise_seed=0", "robust=none", "robust.name=none",
     "robust.gamma=null", "robust.lr=0.01", "robust.optimizer=adam", "robust.steps=1",
     "robust.projection=exact", "robust.ascent=unscaled", "robust.projection_iterations=20",
-    "robust.timing=before_theta")
+    "robust.timing=before_theta", "robust.rounds=5", "robust.theta_steps=10",
+    "robust.tau=0.05", "robust.penalty_radius=null", "robust.multiplier_lr=null",
+    "robust.radius=null")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
 DATA_DEFAULTS = {"compas": ("two_year_recid", "default"), "crime": ("high_crime", "default"),
                  "law": ("pass_bar", "default"), "adult": ("income", "official")}

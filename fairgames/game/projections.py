@@ -160,3 +160,20 @@ def project_tv_authors(x: torch.Tensor, center: torch.Tensor,
     tau = ((torch.cumsum(u, 1) - r[:, None]) / k).amax(1, keepdim=True).clamp_min(0.0)
     p = (cs + torch.sign(d) * (d.abs() - tau).clamp_min(0.0)).clamp_min(0.0)
     return p[0] if single else p
+
+
+def project_simplices(x: torch.Tensor, total: float = 1.0) -> torch.Tensor:
+    """Projection of every row ``x[..., :]`` onto ``{w >= 0, Σ w = total}`` (a product of
+    simplices: paper 004's 𝒲_Δ, one simplex per noisy group and cell), sort-based, batched.
+
+    Example:
+        >>> project_simplices(torch.tensor([[0.5, 0.5], [2.0, 0.0]])).tolist()
+        [[0.5, 0.5], [1.0, 0.0]]
+    """
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"expected rows to project, got shape {tuple(x.shape)}")
+    n = x.shape[-1]
+    u, _ = torch.sort(x, dim=-1, descending=True)
+    k = torch.arange(1, n + 1, device=x.device, dtype=x.dtype)
+    tau = ((torch.cumsum(u, -1) - total) / k).amax(-1, keepdim=True)
+    return (x - tau).clamp_min(0.0)

@@ -58,19 +58,21 @@ class SoftWorstCase:
 
 
 def soft_worst_case(problem: Problem, counts: torch.Tensor, p_true_given_noisy: torch.Tensor,
-                    attribute: str, true_values: Sequence[str] | None = None
-                    ) -> SoftWorstCase:
+                    attribute: str, true_values: Sequence[str] | None = None, *,
+                    cells: CellRates | None = None) -> SoftWorstCase:
     """``max_{W ∈ 𝒲} g_r(W)`` for every constraint row ``r`` of an affine ``problem`` whose
     rates read ``attribute`` as soft true groups, at cell counts ``[m̂, 4]``
     (:func:`~fairgames.game.soft_groups.cell_counts` of a whole split) and the noise model
-    ``[m, m̂]``. Host-side (scipy); see the module docstring."""
+    ``[m, m̂]``. Host-side (scipy); see the module docstring. ``cells``: the problem's
+    :class:`CellRates` on the host when the caller solves many (built here otherwise)."""
     b = check_noise_model(p_true_given_noisy)
     m, m_hat = b.shape
     names = list(true_values) if true_values is not None else [str(j) for j in range(m)]
     terms = problem.compile()
     if not terms.affine_only:
         raise ValueError("the exact soft worst case covers problems linear in the rates")
-    cells = CellRates(problem, attribute, names, m_hat)
+    if cells is None:
+        cells = CellRates(problem, attribute, names, m_hat)
     n = torch.as_tensor(counts, dtype=torch.float64).reshape(m_hat, CELLS)
     num, den = cells.num.double(), cells.den.double()
     a, d = terms.a.double().cpu(), terms.d.double().cpu()

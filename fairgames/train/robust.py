@@ -46,11 +46,17 @@ from fairgames.game.stochastic import StochasticModel
 from .checks import Checks
 from .robust_soft import noise_model, noise_table, soft_player, soft_values
 
-METHODS = ("none", "dro", "soft_assignments")
+METHODS = ("none", "dro", "soft_assignments", "soft_assignments_ideal")
 # each method's own keys: another method's, set away from its default, is refused
 OWN_KEYS = {"dro": ("gamma", "projection", "ascent"),
-            "soft_assignments": ("projection_iterations", "timing")}
+            "soft_assignments": ("projection_iterations", "timing"),
+            "soft_assignments_ideal": ("rounds", "theta_steps", "tau", "penalty_radius",
+                                       "multiplier_lr", "radius")}
 GAMMA_RULES = ("estimate", "tv")
+# the trainer keys the ideal algorithm (its own full-batch loop, no CLI checkpoint) needs
+IDEAL_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
+                 "constraint_split": "train", "resume": False, "stop_after": None,
+                 "distributed": False, "tune": None}
 
 
 @dataclass
@@ -62,7 +68,9 @@ class RobustConfig:
     (``unscaled``: p̃ ascends the constraints themselves, so it moves at λ = 0 | ``scaled``:
     Algorithm 2's λ-weighted step); soft assignments'
     ``projection_iterations`` (Dykstra rounds) and ``timing`` (``before_theta``: Algorithm 4's
-    order W → θ → λ; ``after_theta``: W one step behind)."""
+    order W → θ → λ; ``after_theta``: W one step behind); the ideal algorithm's
+    (``soft_assignments_ideal``, :mod:`fairgames.train.robust_ideal`) ``rounds``,
+    ``theta_steps``, ``tau``, ``penalty_radius``, ``multiplier_lr`` and ``radius``."""
 
     name: str = "none"
     gamma: Any = None
@@ -73,6 +81,12 @@ class RobustConfig:
     ascent: str = "unscaled"
     projection_iterations: int = 20
     timing: str = "before_theta"
+    rounds: int = 5
+    theta_steps: int = 10
+    tau: float = 0.05
+    penalty_radius: float | None = None
+    multiplier_lr: float | None = None
+    radius: float | None = None
 
 
 def check_robust(c: Any, check: Checks) -> None:
@@ -88,6 +102,7 @@ def check_robust(c: Any, check: Checks) -> None:
     check.positive("robust.steps", r.steps, integer=True)
     check.positive("robust.projection_iterations", r.projection_iterations, integer=True)
     check.choice("robust.timing", r.timing, SOFT_TIMINGS)
+    _check_ideal(r, c, check)
     defaults = RobustConfig()
     for method, keys in OWN_KEYS.items():
         for key in keys:
@@ -107,6 +122,26 @@ def check_robust(c: Any, check: Checks) -> None:
     if r.name != "none" and c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
         check.bad("algorithm.name", c.algorithm.name, f"robust={r.name} needs a gradient "
                   "θ-player (its adversary moves with θ's steps)")
+
+
+def _check_ideal(r: Any, c: Any, check: Checks) -> None:
+    """The ideal algorithm's keys (positive; null for Theorem 4/5's values); it plays the
+    whole training split on its own, so the game's minibatch and held-out keys do not apply."""
+    check.positive("robust.rounds", r.get("rounds", 5), integer=True)
+    check.positive("robust.theta_steps", r.get("theta_steps", 10), integer=True)
+    check.positive("robust.tau", r.get("tau", 0.05))
+    for key in ("penalty_radius", "multiplier_lr", "radius"):
+        check.positive(f"robust.{key}", r.get(key), allow_none=True)
+    if r.name != "soft_assignments_ideal":
+        return
+    if r.steps != 1:
+        check.bad("robust.steps", r.steps, "the ideal algorithm's rounds are robust.rounds "
+                  "(Q) and trainer.steps (T): drop robust.steps")
+    for key, wanted in IDEAL_TRAINER.items():
+        if c.trainer.get(key) != wanted:
+            check.bad(f"trainer.{key}", c.trainer.get(key), "robust=soft_assignments_ideal "
+                      "plays the whole training split in one uninterrupted run on one "
+                      f"process: leave it at {'null' if wanted is None else wanted}")
 
 
 def estimate_gamma(train: TabularDataset, attribute: str, rule: str = "estimate"

@@ -121,6 +121,7 @@ from .report import (
 )
 from .resume import RESUME_FREE, resumed_config
 from .robust import RobustConfig, robust_log, robust_players, robust_report
+from .robust_ideal import IDEAL, ideal_candidates, ideal_record, ideal_settings, play_ideal
 from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
@@ -629,6 +630,8 @@ def _execute(inputs: RunInputs) -> RunResult:
     """Load, train the helpers, compile the problem, play the game, evaluate and report."""
     if inputs.algorithm.name == REDUCTION:
         return _execute_reduction(inputs)
+    if inputs.robust is not None and inputs.robust.name == IDEAL:
+        return _execute_ideal(inputs)
     ctx = _load(inputs)
     require_training_subsets(inputs.spec, ctx.splits.train, inputs.protected,
                              inputs.trainer.eval_chunk)
@@ -1032,6 +1035,54 @@ def _execute_reduction(inputs: RunInputs) -> RunResult:
 
     out = _finish(ctx, None, built, evaluator, candidates, training, write)
     return RunResult(inputs.run_dir, out, candidates.model, None, extras=ctx.extras)
+
+
+# ------------------------------------------------------------ robust=soft_assignments_ideal
+def _execute_ideal(inputs: RunInputs) -> RunResult:
+    """Paper 004's ideal Algorithms 1/3 (:mod:`fairgames.train.robust_ideal`) in place of the
+    game: the same data, problem, evaluation and outputs; its uniform mixture of inner
+    iterates is the ``stochastic`` solution, recommended unless ``trainer.recommend`` says."""
+    trainer = inputs.trainer
+    if trainer.recommend == "auto":
+        inputs = dataclasses.replace(inputs, trainer=dataclasses.replace(
+            trainer, recommend="stochastic"))
+    ctx = _load(inputs)
+    require_training_subsets(inputs.spec, ctx.splits.train, inputs.protected,
+                             trainer.eval_chunk)
+    built = _compile_problem(ctx, {})
+    model = inputs.model.factory().to(inputs.device)
+    settings = ideal_settings(inputs.robust, trainer.steps)
+    try:
+        ideal = play_ideal(built.problem, model, inputs.model.optimizer(model.parameters()),
+                           ctx.splits, inputs.protected, settings)
+    except ValueError as e:
+        raise ConfigError(f"robust=soft_assignments_ideal: {e}") from e
+    candidates = ideal_candidates(ideal, ctx.splits, trainer.eval_chunk)
+    evaluator = _evaluator(ctx, built, model)
+    record = ideal_record(ideal)
+
+    def training(choice: Mapping[str, Any]) -> dict[str, Any]:
+        return {"steps": settings.outer, "preset": IDEAL, "likely_infeasible": False,
+                "multipliers": dict(zip(record["rows"], ideal.lam.tolist(), strict=True)),
+                "slacks": {}, "seconds": time.perf_counter() - ctx.started,
+                "snapshots": {"steps": list(range(1, len(ideal.members) + 1))}, **choice,
+                "unconstrained": None, "baseline": None,
+                "constraint_data": {"split": "train", "theta_rows": len(ctx.splits.train),
+                                    "heldout_rows": 0, "rows_file": None},
+                "problem": {"constraints": list(built.problem.constraint_names),
+                            "multiplier_rows": record["rows"], "slacks": []},
+                "ideal": record}
+
+    def write(run_dir: Path, out: dict[str, Any], solutions: Mapping[str, Any]) -> None:
+        write_files(run_dir, out, built.statements, solutions, inputs.model.config)
+        logger = RunLogger(run_dir, enabled=trainer.tensorboard)
+        try:
+            log_final(logger, settings.outer, out)
+        finally:
+            logger.close()
+
+    out = _finish(ctx, None, built, evaluator, candidates, training, write)
+    return RunResult(inputs.run_dir, out, candidates.mixture, None, extras=ctx.extras)
 
 
 def _grid(spec: ProblemSpec | Problem) -> torch.Tensor | None:

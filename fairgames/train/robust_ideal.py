@@ -1,0 +1,85 @@
+"""``robust=soft_assignments_ideal``: paper 004's ideal Algorithms 1 and 3 from a run config
+(:mod:`fairgames.game.ideal_soft`), in place of the game.
+
+The outer rounds ``T`` are ``trainer.steps`` (null: 50); the other constants are the
+``robust`` group's keys (``configs/robust/soft_assignments_ideal.yaml``): ``rounds`` (``Q``),
+``theta_steps`` (the oracle's optimizer steps, with the run's ``optimizer``), ``tau``,
+``penalty_radius`` (``R′``), ``lr`` (``η_w``), ``multiplier_lr`` (``η_λ``) and ``radius``
+(``R``), null taking Theorems 4/5's values. The noise model ``P(G = j | Ĝ = k)`` is read off
+the training rows (:func:`~fairgames.train.robust_soft.noise_model`), which it plays on in
+one full batch. Its output, the uniform mixture of all ``T·Q`` inner iterates, is the
+run's ``stochastic`` solution, recommended by default (``trainer.recommend: auto`` reads
+``stochastic`` here): a mixture evaluated by expectation, like paper 000's.
+
+Example:
+    >>> ideal_settings(RobustConfig(name="soft_assignments_ideal", rounds=3), steps=None).outer
+    50
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from fairgames.data import DatasetSplits
+from fairgames.game import Problem
+from fairgames.game.ideal_soft import IdealSettings, IdealSoftAssignments
+
+from .data import predict_scores
+from .robust import RobustConfig, check_splits
+from .robust_soft import noise_model
+from .solutions import Candidates
+
+IDEAL = "soft_assignments_ideal"
+DEFAULT_OUTER = 50      # trainer.steps: null
+
+
+def ideal_settings(cfg: RobustConfig, steps: int | None) -> IdealSettings:
+    """The :class:`IdealSettings` of a run: ``T`` = ``steps`` (null: 50), the rest from the
+    ``robust`` group."""
+    return IdealSettings(outer=DEFAULT_OUTER if steps is None else int(steps),
+                         rounds=int(cfg.rounds), theta_steps=int(cfg.theta_steps),
+                         tau=float(cfg.tau), penalty_radius=cfg.penalty_radius,
+                         w_lr=float(cfg.lr), multiplier_lr=cfg.multiplier_lr,
+                         radius=cfg.radius)
+
+
+def play_ideal(problem: Problem, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               splits: DatasetSplits, attribute: str, settings: IdealSettings
+               ) -> IdealSoftAssignments:
+    """Algorithms 1/3 on the whole training split (``attribute`` holds its noisy groups)."""
+    check_splits(splits, attribute)
+    train = splits.train
+    ideal = IdealSoftAssignments(problem, model, optimizer, train.features, train.labels,
+                                 train.groups[attribute], attribute,
+                                 noise_model(train, attribute), settings,
+                                 train.group_names[attribute])
+    ideal.run()
+    return ideal
+
+
+def ideal_candidates(ideal: IdealSoftAssignments, splits: DatasetSplits, chunk: int
+                     ) -> Candidates:
+    """The run's candidates: every inner iterate (uniform weights: the ideal output), the
+    last one as the final model."""
+    mixture = ideal.mixture()
+    scores = {name: predict_scores(mixture, ds.features, chunk) for name, ds in splits.items()}
+    final = {name: s[-1] for name, s in scores.items()}
+    return Candidates(ideal.model, len(mixture), mixture, scores, final, dict(splits.items()),
+                      None)
+
+
+def ideal_record(ideal: IdealSoftAssignments) -> dict[str, Any]:
+    """``results.json``'s ``training.ideal``: the constants used, and per outer round the λ
+    played and ``δ`` (the round's mean exact worst case per row, on train); their mean is
+    the mixture's expected robust constraint on train, ``mixture_robust``."""
+    s = ideal.settings
+    deltas = torch.tensor(ideal.deltas, dtype=torch.float64)
+    return {"outer": s.outer, "rounds": s.rounds, "theta_steps": s.theta_steps, "tau": s.tau,
+            "penalty_radius": ideal.penalty_radius, "w_lr": s.w_lr,
+            "multiplier_lr": ideal.multiplier_lr, "radius": ideal.radius,
+            "members": len(ideal.members),
+            "rows": list(ideal.terms.row_names),
+            "lambdas": ideal.lambdas, "deltas": ideal.deltas,
+            "mixture_robust": deltas.mean(0).tolist() if len(ideal.deltas) else None}
