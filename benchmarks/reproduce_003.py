@@ -104,6 +104,10 @@ STEP_SIZE = {"adult": 10.0, "adult2k": 10.0, "law": 10.0, "law2k": 10.0, "crime"
 # The CS oracle's exact LP costs 3–40 s per call (Crime the slowest): its runs are capped at
 # [code]'s T = 50 iterations, and --quick runs it at one ε̂ for 3 iterations (a smoke test of
 # the path, not a frontier).
+# The reduction's loss per task: the paper's (Ex. 1: ½(y − u)²; Ex. 2: the bounded logistic
+# loss, C = 5), the losses the metrics read (RMSE; the log loss of p = σ(5(2u − 1))) up to
+# scale and offset. (The quick run before this played the plain logistic loss on Adult.)
+REDUCTION_LOSS = {"squared": "squared", "logistic": "bounded_logistic"}
 MAX_ITERATIONS = {"full": {"ls": 20000, "lr": 20000, "cs": 50},
                   "quick": {"ls": 20000, "lr": 8000, "cs": 3}}
 QUICK_CS_EPS = 0.1
@@ -375,7 +379,7 @@ def run_reduction(cell: dict[str, Any], mode: str, *, grid_size: int = GRID_SIZE
     x, y, codes = data(key, seed)["train"]
     d = x.shape[1]
     config = ReductionConfig(
-        tolerance=cell.get("eps", 0.05), loss=DATASETS[key].task, oracle=oracle,
+        tolerance=cell.get("eps", 0.05), loss=REDUCTION_LOSS[DATASETS[key].task], oracle=oracle,
         grid_size=grid_size, seed=seed, step_size=STEP_SIZE[key],
         max_iterations=max_iterations or MAX_ITERATIONS[mode][oracle],
         **{**REDUCTION, **({"check_every": check_every} if check_every else {})})
@@ -389,9 +393,16 @@ def run_reduction(cell: dict[str, Any], mode: str, *, grid_size: int = GRID_SIZE
                                          "max_iterations": config.max_iterations,
                                          "grid_size": grid_size}}}
     if grid_size == GRID_SIZE:
-        model = result.model
-        record["points"] = [point(key, seed, f"eps={cell['eps']:g}", model.scores,
-                                  model.weights.to(torch.float64), GRID_SIZE)]
+        # the point is the LP over the iterates on train (the authors' code's LP step, notes
+        # §2.5); Q̂'s uniform weights, which carry the certificate, are kept beside it
+        lp, uniform = result.lp_model(), result.model
+        record["points"] = [point(key, seed, f"eps={cell['eps']:g}", lp.scores,
+                                  lp.weights.to(torch.float64), GRID_SIZE)]
+        record["reduction"]["lp_members"] = len(lp)
+        record["reduction"]["uniform_point"] = point(key, seed, f"eps={cell['eps']:g}",
+                                                     uniform.scores,
+                                                     uniform.weights.to(torch.float64),
+                                                     GRID_SIZE)
     return record
 
 
