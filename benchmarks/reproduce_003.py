@@ -80,7 +80,11 @@ class DataSet:
 EPS_CRIME = (0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.4, 0.6, 1.0)
 EPS_ADULT = (0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.31, 1.0)
 EPS_LAW = (0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.42, 1.0)
-EPS_QUICK = (0.02, 0.05, 0.1, 0.2)
+# --quick: a subset of the code's grids spanning their range up to where SP stops binding
+# (the unconstrained test KS is 0.25–0.52), so that the frontier reaches every baseline's
+# violation (SEO's code variant sits at KS 0.29 on Law-2k, 0.54 on Crime); 1 itself is not a
+# tolerance of direct play's difference constraints, and 0.6 binds nowhere
+EPS_QUICK = (0.02, 0.05, 0.1, 0.2, 0.4, 0.6)
 DATASETS = {
     "adult": DataSet("adult", None, "logistic", "sex", ("ls", "lr"), EPS_ADULT),
     "adult2k": DataSet("adult", 2000, "logistic", "sex", ("cs", "ls", "lr"), EPS_ADULT),
@@ -578,7 +582,13 @@ def goal_lr_beats_ls(s: dict, key: str, seed: int) -> dict[str, Any] | None:
                 "lr_range": [min(x1), max(x1)], "ls_range": [min(x2), max(x2)]}
     grid = np.linspace(lo, hi, 50)
     diff = [envelope_at(x2, y2, g) - envelope_at(x1, y1, g) for g in grid]
+    # beside it, not judged: the same on train, where the frontiers are chosen (at ε̂ the
+    # train KS is ε̂ for both), and the test band the difference sits in
+    train = {f"{p['eps']:g}": q["train"]["loss"] - p["train"]["loss"]
+             for p in lr for q in ls if p["eps"] is not None and q["eps"] == p["eps"]}
     return {"range": [lo, hi], "mean_ls_minus_lr": float(np.mean(diff)),
+            "train_ls_minus_lr": train,
+            "test_rel_loss_ci": max(p["test"]["rel_loss_ci"] for p in lr + ls),
             "passed": float(np.mean(diff)) >= 0.0}
 
 
