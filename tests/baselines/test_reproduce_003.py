@@ -129,9 +129,12 @@ def test_goals_on_hand_made_series(rep):
     near = rep.goal_direct_near(s, "law", 4)
     assert near["direct_minus_reduction"] == pytest.approx({"0.05": 0.005, "0.2": 0.02})
     assert not near["passed"]
-    lr = [_pt((0.05, 0.1), (0.05, 0.02)), _pt((0.2, 0.1), (0.2, 0.0))]
-    s[("adult", 4, "red_lr")], s[("adult", 4, "red_ls")] = lr, ours
-    assert rep.goal_lr_beats_ls(s, "adult", 4)["mean_ls_minus_lr"] == pytest.approx(0.01)
+    lr = [_pt((0.05, 0.1), (0.05, 0.02), 0.05), _pt((0.2, 0.1), (0.2, 0.0), 0.2)]
+    s[("adult", 4, "red_lr")], s[("adult", 4, "red_ls")] = lr, s[("law", 4, "red_ls")]
+    lr_ls = rep.goal_lr_beats_ls(s, "adult", 4)
+    assert lr_ls["mean_ls_minus_lr"] == pytest.approx(0.01)
+    # train losses at equal ε̂: 0.13 − 0.1 and 0.11 − 0.1
+    assert lr_ls["train_ls_minus_lr"] == pytest.approx({"0.05": 0.03, "0.2": 0.01})
 
 
 def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):

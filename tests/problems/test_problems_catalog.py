@@ -215,3 +215,31 @@ def test_the_reduction_games_a_problem_names_are_the_reductions_constraints():
     from fairgames.problems.spec import REDUCTION_GAMES
 
     assert [g for g in REDUCTION_GAMES if g is not None] == list(CONSTRAINTS)
+
+
+def _worst_group_losses(x: np.ndarray, y: np.ndarray, codes: np.ndarray) -> tuple[float, float]:
+    """Least squares on Crime with an intercept, predictions clipped to [0, 1], ½(y − f)²:
+    (the unconstrained fit's worst group loss, the smallest worst group loss over group
+    re-weightings — the max-min value of two groups, scanned)."""
+    design = np.c_[x, np.ones(len(y))]
+    worst = []
+    for share in np.r_[np.linspace(0, 1, 101), (codes == 0).mean()]:
+        w = np.where(codes == 0, share / (codes == 0).sum(), (1 - share) / (codes == 1).sum())
+        beta = np.linalg.lstsq(design * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
+        loss = 0.5 * (y - np.clip(design @ beta, 0, 1)) ** 2
+        worst.append(max(loss[codes == a].mean() for a in (0, 1)))
+    return worst[-1], min(worst)
+
+
+def test_bounded_group_loss_default_binds_on_crime_and_stays_feasible():
+    # 0.02 sat above Crime's unconstrained group losses: the default run was unconstrained.
+    # The default must lie between the max-min worst group loss (below it nothing is feasible)
+    # and the unconstrained fit's worst group loss (above it the constraint is slack).
+    from fairgames.data import load
+
+    train = load("crime", paper="003").train
+    unconstrained, maxmin = _worst_group_losses(
+        train.features.double().numpy(), train.labels.double().numpy(),
+        train.groups["majority_white"].numpy())
+    tolerance = load_problem("bounded_group_loss").tolerance
+    assert maxmin + 0.001 < tolerance < unconstrained - 0.001

@@ -126,6 +126,9 @@ class ReductionResult:
     evidence: dict[str, object] = field(default_factory=dict)
     first_iterations: list[int] = field(default_factory=list)   # per member, from 1
     last_member: int = 0        # the member h_T is (the last iterate)
+    # per member: obj(h) [K] and g(h) [K, M], the values the LP over the iterates reads
+    member_objectives: torch.Tensor | None = None
+    member_constraints: torch.Tensor | None = None
 
     @property
     def iterations(self) -> int:
@@ -134,6 +137,39 @@ class ReductionResult:
     @property
     def seconds_per_call(self) -> float:
         return sum(self.oracle_seconds) / max(len(self.oracle_seconds), 1)
+
+    def lp_model(self) -> StochasticModel:
+        """The best mixture of the iterates on the training values: ``min Σ w_k obj(h_k)``
+        s.t. ``Σ w_k g(h_k) ≤ 0`` over the simplex (at most M + 1 members;
+        :func:`~fairgames.game.candidates.shrink_lp`, which minimises the worst violation
+        first where no mixture is feasible). This is the authors' code's LP over the convex
+        hull of the classifiers found so far (notes §2.5): Q̂'s uniform weights carry the
+        certificate, but at a finite gap they spend up to 2ν of objective that the same
+        iterates, reweighted, need not.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates.losses import SQUARED
+            >>> from .fitting import Fitter
+            >>> from .games import GroupLossGame
+            >>> from .oracles import WeightedLossOracle
+            >>> from .sample import Sample
+            >>> g = torch.Generator().manual_seed(0)
+            >>> x = torch.rand(200, 2, generator=g); codes = (x[:, 0] > 0.5).long()
+            >>> s = Sample.of(x, (x.sum(1) / 2).clamp(0, 1), codes)
+            >>> game = GroupLossGame(s, SQUARED, 0.1, WeightedLossOracle(
+            ...     Fitter(lambda: torch.nn.Linear(2, 1), x), s.y, SQUARED))
+            >>> r = play(game, bound=2.0, gap=0.01, step_size=1.0)
+            >>> len(r.lp_model()) <= game.num_multipliers + 1
+            True
+        """
+        from fairgames.game.candidates import shrink_lp
+
+        if self.member_objectives is None or self.member_constraints is None:
+            raise ValueError("lp_model needs the members' values: this result was built "
+                             "without member_objectives / member_constraints")
+        weights = shrink_lp(self.member_objectives, self.member_constraints)
+        return self.model.subset(torch.as_tensor(weights, dtype=torch.float64))
 
 
 class _Mixture:
@@ -149,6 +185,8 @@ class _Mixture:
         self.index: dict[bytes, int] = {}
         self.objective = torch.zeros((), dtype=torch.float64)
         self.g: torch.Tensor | None = None
+        self.member_objectives: list[torch.Tensor] = []
+        self.member_g: list[torch.Tensor] = []
 
     def add(self, model: nn.Module, objective: torch.Tensor, g: torch.Tensor) -> None:
         key = b"".join(t.detach().cpu().numpy().tobytes() for t in model.state_dict().values())
@@ -159,6 +197,8 @@ class _Mixture:
             self.modules.append(model)
             self.counts.append(1)
             self.first.append(sum(self.counts))
+            self.member_objectives.append(objective.detach().cpu().to(torch.float64))
+            self.member_g.append(g.detach().cpu().to(torch.float64))
         self.last = self.index[key]
         self.objective = self.objective + objective.cpu()
         self.g = g.cpu() if self.g is None else self.g + g.cpu()
@@ -260,4 +300,6 @@ def _result(game: Game, mix: _Mixture, hist: History,
     return ReductionResult(mix.model(), outcome, cert, hist, lam_hat,
                            oracle_calls=len(seconds), oracle_seconds=seconds,
                            evidence=evidence, first_iterations=list(mix.first),
-                           last_member=mix.last)
+                           last_member=mix.last,
+                           member_objectives=torch.stack(mix.member_objectives),
+                           member_constraints=torch.stack(mix.member_g))

@@ -34,6 +34,9 @@ from .sample import Sample
 
 CONSTRAINTS = ("sp", "bgl")
 SP_ORACLES = ("ls", "lr", "cs")
+# losses of classifier scores: at a prediction in [0, 1] they are not the paper's losses
+# (the plain logistic log(1 + e^{∓u}) keeps p = σ(u) in [0.5, 0.73])
+SCORE_LOSSES = {"logistic": "bounded_logistic", "hinge": "bounded_logistic"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class ReductionConfig:
                 raise ValueError(f"{name} must be a positive integer, got "
                                  f"{getattr(self, name)!r}")
         as_loss(self.loss)
+        if isinstance(self.loss, str) and self.loss in SCORE_LOSSES:
+            raise ValueError(f"loss {self.loss!r} is a loss of classifier scores, not of a "
+                             "prediction in [0, 1]; for a binary target use "
+                             f"{SCORE_LOSSES[self.loss]!r} (paper 003's Ex. 2, C = 5)")
 
 
 # The run config's algorithm=reduction reads these two keys, and the λ-player's

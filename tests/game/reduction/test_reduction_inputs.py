@@ -68,3 +68,12 @@ def test_unknown_choices_and_shapes_are_refused():
         _run(x, y[:-1], codes)
     with pytest.raises(ValueError, match="group codes must be integers"):
         _run(x, y, codes.float())
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_a_loss_of_classifier_scores_is_refused(loss):
+    # the plain logistic loss at a prediction u in [0, 1] is log(1 + e^{∓u}): nearly flat,
+    # p = σ(u) never leaves [0.5, 0.73] — not paper 003's Ex. 2 loss, which a binary target
+    # wants (a benchmark once played it on Adult without a word)
+    with pytest.raises(ValueError, match=r"classifier scores.*'bounded_logistic'"):
+        ReductionConfig(loss=loss)

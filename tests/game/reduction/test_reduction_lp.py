@@ -110,3 +110,27 @@ def test_the_exact_oracle_minimises_the_lagrangian_over_the_set():
     chosen = game.evaluate(game.best_response(lam))
     assert float(chosen[0] + lam @ chosen[1]) == pytest.approx(min(direct), abs=1e-12)
     assert prefix_sums(game.c).shape == (len(y), N_GRID + 1)
+
+
+def test_the_lp_over_the_iterates_reaches_the_sets_lp_optimum_exactly_feasible():
+    # Q̂'s uniform weights stop within 2ν; the LP over the same iterates (the authors'
+    # code's LP step) reaches the LP optimum over the whole set and meets ε̂ itself, not
+    # only Theorem 4's ε̂ + (2 + 2ν)/B — evaluated afresh from the members it keeps
+    x, y, codes, w, b = _problem()
+    oracle = FiniteOracle(x, w, b)
+    sample = Sample.of(x, y, codes)
+    grid = threshold_grid(N_GRID)
+    c = costs(ABSOLUTE, sample.y, N_GRID)
+    cost = np.array([float(predictor_cost(c, s)) for s in oracle.scores])
+    gamma = np.stack([threshold_rates(s, codes, 2, grid).gaps.numpy() for s in oracle.scores])
+    optimum = _lp_optimum(cost, gamma)
+    game = ParityGame(sample, ABSOLUTE, EPS, oracle, N_GRID)
+    r = play(game, bound=10.0, gap=0.015, step_size=5.0, max_iterations=3000, check_every=10)
+    lp = r.lp_model()
+    scores, q = lp.scores(x), lp.weights
+    lp_cost = float(sum(q[i] * predictor_cost(c, scores[i]) for i in range(len(q))))
+    lp_gamma = threshold_rates(scores, codes, 2, grid, member_weights=q).gaps
+    assert float(lp_gamma.abs().max()) <= EPS + 1e-9
+    assert lp_cost == pytest.approx(optimum, abs=1e-9)
+    assert lp_cost < r.certificate.objective - 1e-6        # Q̂ itself is not at the optimum
+    assert len(lp) <= game.num_multipliers + 1
