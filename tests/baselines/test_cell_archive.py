@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def ca():
-    spec = importlib.util.spec_from_file_location("cell_archive",
-                                                  ROOT / "benchmarks" / "cell_archive.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "cell_archive.py")
 
 
 RECORDS = {"unc_law_s0_th0.1": {"cell": {"kind": "unc"}, "x": 0.1 + 0.2, "nan": float("inf"),

@@ -3,12 +3,11 @@ classifier, so its path explains that column and not some other COCO."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = ROOT / "benchmarks" / "results" / "reproduce_000.cells"
@@ -16,15 +15,7 @@ CELLS = ROOT / "benchmarks" / "results" / "reproduce_000.cells"
 
 @pytest.fixture(scope="module")
 def trace():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("coco_trace_000",
-                                                      ROOT / "benchmarks" / "coco_trace_000.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    return load_script(ROOT / "benchmarks" / "coco_trace_000.py", path_entry=ROOT / "benchmarks")
 
 
 def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):

@@ -3,21 +3,17 @@ compose, selection on validation, the table arithmetic. Fast."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def rep():
-    spec = importlib.util.spec_from_file_location("reproduce_000",
-                                                  ROOT / "benchmarks" / "reproduce_000.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "reproduce_000.py")
 
 
 def test_cell_keys_are_unique(rep):

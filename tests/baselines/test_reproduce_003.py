@@ -4,27 +4,21 @@ selection and the goals), its resumability, and a --quick run on one data set (s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def rep():
-    spec = importlib.util.spec_from_file_location("reproduce_003",
-                                                  ROOT / "benchmarks" / "reproduce_003.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reproduce_003"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "reproduce_003.py", register=True)
 
 
 def _mixture(seed: int, members: int = 3, n: int = 60):

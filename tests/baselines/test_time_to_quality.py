@@ -5,7 +5,6 @@ and fairgames' own constraint values. Fast: no benchmark fit runs."""
 from __future__ import annotations
 
 import doctest
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from fairlearn.metrics import (
     selection_rate,
     true_positive_rate,
 )
+from script_loader import load_script
 from sklearn.metrics import zero_one_loss
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,11 +26,7 @@ TOL = 0.03
 
 @pytest.fixture(scope="module")
 def ttq():
-    spec = importlib.util.spec_from_file_location("time_to_quality",
-                                                  ROOT / "benchmarks" / "time_to_quality.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "time_to_quality.py")
 
 
 def random_data(seed: int, n: int = 600, groups: int = 3):

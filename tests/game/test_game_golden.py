@@ -9,16 +9,14 @@ every value must agree to 1e-5 relative (the issue's bound for a regenerated tra
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+from script_loader import load_script
 
 HERE = Path(__file__).resolve().parent / "golden"
-_spec = importlib.util.spec_from_file_location("golden_record", HERE / "record.py")
-golden = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(golden)
+golden = load_script(HERE / "record.py", "golden_record")
 
 RECORDED = golden.load()
 CASES = golden.cases()

@@ -3,7 +3,6 @@ one-process run, with one run directory written by rank 0; and its bad inputs.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from script_loader import load_script
 
 from fairgames.train import ConfigError, run, validate
 
@@ -130,10 +130,7 @@ def test_what_a_distributed_run_cannot_play_is_refused(compose_cfg, override, me
 
 def test_the_ddp_example_on_two_ranks_is_its_one_process_run(capsys):
     # examples/custom_module_ddp.py: a plain `python` plays a group of one in this process
-    spec = importlib.util.spec_from_file_location("custom_module_ddp",
-                                                  ROOT / "examples" / "custom_module_ddp.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_script(ROOT / "examples" / "custom_module_ddp.py")
     alone = example.main(["--quick"])
     assert alone["world_size"] == 1 and alone["multipliers_agree"]
     line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -3,19 +3,17 @@ engine and in a hand-written loop with ConstrainedOptimizer."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
+
+from script_loader import load_script
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLES / f"{name}.py")
 
 
 def test_custom_module_through_the_engine(tmp_path, capsys):

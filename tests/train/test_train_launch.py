@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 from fairgames.train.launch import (
     LAUNCHERS,
@@ -135,9 +136,7 @@ def test_a_launcher_hydra_cannot_find_is_named_with_its_plugin():
     and the package that provides the launcher."""
     from hydra.errors import ConfigCompositionException
 
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(ROOT / "scripts" / "train.py", "train_script")
     missing = ConfigCompositionException(
         "In 'hydra/config': Could not find 'hydra/launcher/submitit_slurm'")
     assert script._message(missing).endswith("pip install hydra-submitit-launcher")

@@ -4,12 +4,11 @@ catalog matrix (benchmarks/solved_by_default.py) passes cell by cell."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK = 1e-6     # float rounding of a mixture's weights on a constraint's boundary
@@ -18,12 +17,7 @@ SLACK = 1e-6     # float rounding of a mixture's weights on a constraint's bound
 @functools.cache
 def _bench():
     """benchmarks/solved_by_default.py, loaded once (collection reads its cells too)."""
-    spec = importlib.util.spec_from_file_location("solved_by_default",
-                                                  ROOT / "benchmarks" / "solved_by_default.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["solved_by_default"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "solved_by_default.py", register=True)
 
 
 def test_every_problem_documents_data_sets_the_matrix_runs():

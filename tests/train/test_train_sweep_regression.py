@@ -5,13 +5,13 @@ On small hand-written ``results.json`` trees (no training)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from script_loader import load_script
 
 from fairgames.train.sweep import collect, default_unfairness, frontier
 
@@ -104,11 +104,7 @@ def test_unfairness_the_runs_do_not_report_is_a_clear_error(sweep):
 
 
 def _frontier_script():
-    spec = importlib.util.spec_from_file_location("frontier_script",
-                                                  ROOT / "scripts" / "frontier.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "frontier.py", "frontier_script")
 
 
 def _png_size(path: Path) -> tuple[int, int]:
