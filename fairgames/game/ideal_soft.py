@@ -79,6 +79,8 @@ from .stochastic import StochasticModel
 @dataclass(frozen=True)
 class IdealSettings:
     """The constants the paper leaves to the implementer (``None``: Theorems 4/5's choice).
+    The defaults are ``robust=soft_assignments_ideal``'s; they meet the robust constraint on
+    train (docs/noisy_groups.md), where Theorem 4's small-T ``R``, ``η_λ`` do not.
 
     Attributes:
         outer: ``T``, Algorithm 1's rounds.
@@ -90,17 +92,27 @@ class IdealSettings:
             [0, 1]).
         w_lr: ``η_w``, the step of every ``w_j``.
         multiplier_lr: ``η_λ``; ``None``: ``R/(B_λ √T)`` (Theorem 4; ``B_λ`` bounds ``‖δ‖₂``).
-        radius: ``R`` of Λ; ``None``: ``T^{1/4}`` (Theorem 4).
+            Default 5: that form with the size of ``‖δ‖₂`` a run meets (≈ 0.6, gaps between
+            rates) in place of the bound over all rates (≈ 2.9 for two TPR rows).
+        radius: ``R`` of Λ; ``None``: ``T^{1/4}`` (Theorem 4). Default 20: Λ must hold the
+            equilibrium multipliers, ``‖λ*‖₁ ≤ B_f/γ`` = 1/0.05 for an error objective and a
+            Slater margin γ = 0.05 (the all-positive classifier meets each TPR row by its
+            tolerance).
+
+    Example:
+        >>> s = IdealSettings()
+        >>> (s.outer, s.rounds, s.theta_steps, s.tau, s.w_lr, s.multiplier_lr, s.radius)
+        (50, 5, 10, 0.05, 0.01, 5.0, 20.0)
     """
 
     outer: int = 50
-    rounds: int = 10
-    theta_steps: int = 20
-    tau: float = 0.02
+    rounds: int = 5
+    theta_steps: int = 10
+    tau: float = 0.05
     penalty_radius: float | None = None
-    w_lr: float = 0.05
-    multiplier_lr: float | None = None
-    radius: float | None = None
+    w_lr: float = 0.01
+    multiplier_lr: float | None = 5.0
+    radius: float | None = 20.0
 
     def __post_init__(self) -> None:
         for key in ("outer", "rounds", "theta_steps"):

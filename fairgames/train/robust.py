@@ -85,8 +85,8 @@ class RobustConfig:
     theta_steps: int = 10
     tau: float = 0.05
     penalty_radius: float | None = None
-    multiplier_lr: float | None = None
-    radius: float | None = None
+    multiplier_lr: float | None = 5.0    # the ideal preset's (IdealSettings' defaults)
+    radius: float | None = 20.0
 
 
 def check_robust(c: Any, check: Checks) -> None:

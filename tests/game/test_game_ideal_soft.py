@@ -179,6 +179,37 @@ def test_mixture_meets_its_robust_constraint_in_expectation_near_the_lp_optimum(
     assert float(weights @ err) <= lp.fun + OBJECTIVE_GAP, (float(weights @ err), lp.fun)
 
 
+DEFAULT_SLACK = 0.02    # the default settings' expected robust constraint ≤ 0 + this, on train
+
+
+def test_the_default_settings_meet_the_robust_constraint_on_train():
+    """``IdealSettings()`` (the preset's defaults, T = 50) with the run's default optimizer
+    (Adam, lr 0.01, configs/optimizer/adam.yaml): the mixture's expected robust constraint,
+    each member's exact worst case by scipy's LP built afresh, is within DEFAULT_SLACK of 0
+    on train. Theorem 4's R = T^{1/4}, η_λ = R/(B_λ√T) left it at 0.22 here."""
+    ideal, tr = _instance(settings=IdealSettings())
+    ideal.optimizer = torch.optim.Adam(ideal.model.parameters(), lr=0.01)
+    ideal.run()
+    with torch.no_grad():
+        scores = ideal.mixture().scores(tr.features)
+    b, problem = noise_model(tr, "group"), _problem()
+    worst = np.array([soft_worst_case(problem, ideal.counts(s).double(), b, "group",
+                                      ["0", "1"]).values for s in scores])
+    assert len(worst) == 50 * 5
+    assert worst.mean(0).max() <= DEFAULT_SLACK, worst.mean(0)
+    assert worst[0].max() > 5 * DEFAULT_SLACK        # the unconstrained start was far off
+
+
+def test_null_constants_are_theorem_4_and_lemma_6s():
+    settings = IdealSettings(outer=16, rounds=1, theta_steps=1, tau=0.05, multiplier_lr=None,
+                             radius=None)
+    ideal, _ = _instance(n=300, settings=settings)
+    assert ideal.radius == pytest.approx(16 ** 0.25)                 # R = T^{1/4}
+    # B_λ = ‖(Σ|A_j| + |d_j|)_j‖₂: 1 + 1 + 0.05 per TPR row TPR − TPR_j − 0.05
+    assert ideal.multiplier_lr == pytest.approx(2.0 / (2.05 * 2 ** 0.5 * 4))
+    assert ideal.penalty_radius == pytest.approx(2.05 / 0.05)        # R′ = B′/τ
+
+
 def test_a_resumed_run_ends_bit_for_bit_as_the_uninterrupted_one():
     settings = IdealSettings(outer=3, rounds=2, theta_steps=3, w_lr=0.05, multiplier_lr=2.0)
     full, _ = _instance(n=600, settings=settings)

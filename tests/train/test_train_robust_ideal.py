@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 import torch
 
+from fairgames.game.ideal_soft import IdealSettings
 from fairgames.game.stochastic import StochasticModel
 from fairgames.train import ConfigError, run
 from fairgames.train.report import validate_results
+from fairgames.train.robust import RobustConfig
+from fairgames.train.robust_ideal import ideal_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 IDEAL = ["data.noise=0.1", "problem=equal_opportunity", "robust=soft_assignments_ideal",
@@ -37,7 +40,8 @@ def test_ideal_run_recommends_the_uniform_mixture_of_its_inner_iterates(ideal_ru
     assert out["training"]["recommended"]["solution"] == "stochastic"
     record = out["training"]["ideal"]
     assert (record["outer"], record["rounds"], record["theta_steps"]) == (4, 3, 5)
-    assert record["radius"] == pytest.approx(4 ** 0.25)               # Theorem 4's R
+    # the preset's R and η_λ (Theorem 4's, at null, in tests/game/test_game_ideal_soft.py)
+    assert (record["radius"], record["multiplier_lr"]) == (20.0, 5.0)
     # R′ = B′/τ: B′ = |g_j| over rates in [0, 1] = 1 + 1 + 0.05 for TPR − TPR_j − 0.05
     assert record["penalty_radius"] == pytest.approx(2.05 / 0.05)
     assert len(record["deltas"]) == len(record["lambdas"]) == 4
@@ -76,6 +80,17 @@ def test_ideal_keys_under_the_practical_sa_are_refused(compose_cfg):
                                           "robust=soft_assignments_ideal only"):
         run(compose_cfg("data=synthetic", "data.noise=0.1", "robust=soft_assignments",
                         "robust.rounds=3"))
+
+
+def test_the_preset_plays_the_default_settings_tested_on_synthetic_data(compose_cfg):
+    """configs/robust/soft_assignments_ideal.yaml, the schema and ``IdealSettings()`` hold
+    one set of defaults (T = trainer.steps null: 50), and the run's optimizer is Adam at
+    lr 0.01: those test_game_ideal_soft.py shows meeting the robust constraint on train."""
+    cfg = compose_cfg("data=synthetic", "data.noise=0.1", "robust=soft_assignments_ideal")
+    assert cfg.trainer.steps is None
+    assert ideal_settings(cfg.robust, cfg.trainer.steps) == IdealSettings()
+    assert ideal_settings(RobustConfig(name="soft_assignments_ideal"), None) == IdealSettings()
+    assert (cfg.optimizer.name, cfg.optimizer.lr) == ("adam", 0.01)
 
 
 def _adult_available() -> None:
