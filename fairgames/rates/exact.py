@@ -159,24 +159,31 @@ class ExactEvaluator:
         self._check_required(values)
         return values
 
-    def evaluate(self, split: Batch | Iterable[Batch]) -> dict[Hashable, float]:
-        """Each metric's value on ``split``: NaN where undefined (an empty subset of an
-        optional metric, a ratio with a zero denominator; see the module docstring and
-        :meth:`undefined`)."""
-        return self.read(self.leaf_values(split))
+    def evaluate(self, split: Batch | Iterable[Batch], names: Iterable[Hashable] | None = None
+                 ) -> dict[Hashable, float]:
+        """Each metric's value on ``split`` (with ``names``, those metrics' only): NaN where
+        undefined (an empty subset of an optional metric, a ratio with a zero denominator;
+        see the module docstring and :meth:`undefined`)."""
+        return self.read(self.leaf_values(split), names)
 
-    def read(self, values: LeafValues) -> dict[Hashable, float]:
-        """Each metric's value from :meth:`leaf_values` (one host sync)."""
+    def read(self, values: LeafValues, names: Iterable[Hashable] | None = None
+             ) -> dict[Hashable, float]:
+        """Each metric's value from :meth:`leaf_values` (one host sync); with ``names``,
+        only those metrics' (the same values: each metric reads the leaves on its own)."""
         like = values.true
         out = []
-        for name, m in self.metrics.items():
+        chosen = list(self.metrics) if names is None else list(names)
+        if not chosen:
+            return {}
+        for name in chosen:
+            m = self.metrics[name]
             if isinstance(m, Subset):
                 assert values.subset_weights is not None
                 v = values.subset_weights[values.position(_count_leaf(m))]
             else:
                 v = self._leafy[name].evaluate(values)
             out.append(torch.as_tensor(v, dtype=torch.float64, device=like.device))
-        return dict(zip(self.metrics, torch.stack(out).tolist(), strict=True))
+        return dict(zip(chosen, torch.stack(out).tolist(), strict=True))
 
     def undefined(self, values: LeafValues) -> dict[Hashable, str]:
         """Why each metric that is undefined on a split (not finite in :meth:`read`) is,
@@ -277,23 +284,25 @@ class GroupTable:
         self.rows = [("overall", everything())] + [
             (f"{attribute}={v}", group(attribute, v)) for v in self.names]
         self.metrics: dict[Hashable, Metric] = {}
+        self._columns: list[str] = []
         for key, where in self.rows:
             self.metrics[(key, "count")] = where
             columns = (classification_metrics(where) if label_kind == "binary"
                        else regression_metrics(where, means=True))
             self.metrics.update({(key, c): e for c, e in columns.items()})
+            self._columns = list(columns)
 
     def table(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float | None]]:
         """The table from the values of :attr:`metrics` (an :class:`ExactEvaluator`'s)."""
         total = values[("overall", "count")]
         out: dict[str, dict[str, float | None]] = {}
+        # every row has the same columns: one lookup per cell, linear in the groups
         for key, _ in self.rows:
             count = values[(key, "count")]
             row: dict[str, float | None] = {"count": count, "share": count / total}
-            for k, column in self.metrics:
-                if k == key and column != "count":
-                    v = values[(k, column)]
-                    row[column] = v if math.isfinite(v) else None
+            for column in self._columns:
+                v = values[(key, column)]
+                row[column] = v if math.isfinite(v) else None
             out[key] = row
         return out
 

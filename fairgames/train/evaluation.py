@@ -114,9 +114,7 @@ class SolutionEvaluator:
         evaluator, table, summary = self._view(ds)
 
         def parts(s: torch.Tensor) -> Iterator[Batch]:
-            return (make_batch(ds, s[..., idx], idx, baseline_scores=baseline_scores,
-                               mixture_weights=mixture_weights)
-                    for idx in chunks(len(ds), self.chunk, ds.device))
+            return self._parts(ds, s, mixture_weights, baseline_scores)
         values = evaluator.evaluate(parts(scores))
         # a binary target's rates at the model's decision (a second pass, shifted scores)
         shifted = (evaluator.evaluate(parts(scores - self.decision))
@@ -126,12 +124,35 @@ class SolutionEvaluator:
         out.update({k: shifted[("summary", k)] for k in summary})
         if self.grid is not None:
             out.update(self.disparities(ds, scores, mixture_weights))
-        out["constraints"] = {}
+        out["constraints"] = self._constraints(values)
+        out["groups"] = table.table(shifted)
+        return out
+
+    def statements(self, ds: TabularDataset, scores: torch.Tensor,
+                   mixture_weights: torch.Tensor | None = None,
+                   baseline_scores: torch.Tensor | None = None) -> dict[str, Any]:
+        """:meth:`evaluate`'s ``objective`` and ``constraints`` alone, the same values
+        (the same pass; the headline metrics and the per-group table are not read: the
+        candidates' comparison needs neither, and with many groups the table is most of
+        the cost)."""
+        evaluator, _, _ = self._view(ds)
+        names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
+        values = evaluator.evaluate(
+            self._parts(ds, scores, mixture_weights, baseline_scores), names)
+        return {"objective": values[("objective",)], "constraints": self._constraints(values)}
+
+    def _parts(self, ds: TabularDataset, scores: torch.Tensor,
+               mixture_weights: torch.Tensor | None, baseline_scores: torch.Tensor | None
+               ) -> Iterator[Batch]:
+        return (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
+                           mixture_weights=mixture_weights)
+                for idx in chunks(len(ds), self.chunk, ds.device))
+
+    def _constraints(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float]]:
+        out = {}
         for c in self.constraints:
             g = values[("constraint", c.name)]
-            out["constraints"][c.name] = {"value": g,
-                                          "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
-        out["groups"] = table.table(shifted)
+            out[c.name] = {"value": g, "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
         return out
 
 
