@@ -50,12 +50,15 @@ def table(path: Path, a: int, b: int) -> None:
 
 def case(path: Path, run_dir: Path) -> dict[str, float]:
     """One run in this process, its phases timed."""
+    import importlib
     import warnings
 
     from hydra import compose, initialize_config_dir
 
     import fairgames.train.config  # noqa: F401  (registers the schema)
-    import fairgames.train.run as run_module
+
+    # the module (``fairgames.train.run`` the attribute is the function)
+    run_module = importlib.import_module("fairgames.train.run")
 
     timed: dict[str, float] = {"report_s": 0.0, "validate_s": 0.0}
 
@@ -85,7 +88,9 @@ def spawn(tree: Path, path: Path) -> dict[str, float]:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--case",
                               str(path), str(Path(tmp) / "run")], env=env, cwd=tree,
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"the case failed on {tree}:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -46,6 +46,7 @@ from fairgames.rates import (
     summary_metrics,
     threshold_rates,
 )
+from fairgames.rates.exact import cached_group_table
 
 from .data import chunks, make_batch
 
@@ -88,7 +89,7 @@ class SolutionEvaluator:
         names = list(ds.group_names[self.protected])
         key = (ds.label_kind, tuple(names))
         if key not in self._views:
-            table = GroupTable(self.protected, names, ds.label_kind)
+            table = cached_group_table(self.protected, tuple(names), ds.label_kind)
             summary = summary_metrics(ds.label_kind)
             metrics: dict[Hashable, Any] = {("objective",): self.objective}
             metrics.update({("constraint", c.name): c for c in self.constraints})
@@ -293,7 +294,7 @@ def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
     p = positive if positive.is_floating_point() else positive.double()
     batch = Batch(scores=None, probabilities=p, labels=labels, groups={attribute: codes},
                   group_values={attribute: list(names)})
-    return GroupTable(attribute, names, "binary").evaluate(batch)
+    return cached_group_table(attribute, tuple(names), "binary").evaluate(batch)
 
 
 def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
@@ -312,7 +313,8 @@ def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
     """
     if decision and batch.label_kind == "binary":
         batch = dataclasses.replace(batch, scores=batch.scores - decision)
-    return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)
+    return cached_group_table(attribute, tuple(batch.group_values[attribute]),
+                              batch.label_kind).evaluate(batch)
 
 
 def parity_gaps(scores: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
