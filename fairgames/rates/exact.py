@@ -45,6 +45,7 @@ from .batch import Batch, split_batches
 from .errors import RatesError
 from .evaluator import LeafValues, RateEvaluator, empty_subset_error
 from .events import ONE
+from .exact_read import VectorRead, vectorizable
 from .expressions import Constraint, Expression, Leaf, PsiNode, RatioNode, _value, leaves_of
 from .losses import Loss
 from .metrics import (
@@ -150,6 +151,7 @@ class ExactEvaluator:
         self._leafy = {name: _as_leafy(m) for name, m in self.metrics.items()}
         self.rates = RateEvaluator(list(self._leafy.values())).eval()
         self._required = leaves_of([e for n, e in self._leafy.items() if n not in lenient])
+        self._plans: dict[tuple[Hashable, ...], tuple] = {}
 
     def leaf_values(self, split: Batch | Iterable[Batch]) -> LeafValues:
         """Every leaf's exact value on ``split`` (one batch, or its chunks)."""
@@ -159,24 +161,68 @@ class ExactEvaluator:
         self._check_required(values)
         return values
 
-    def evaluate(self, split: Batch | Iterable[Batch]) -> dict[Hashable, float]:
-        """Each metric's value on ``split``: NaN where undefined (an empty subset of an
-        optional metric, a ratio with a zero denominator; see the module docstring and
-        :meth:`undefined`)."""
-        return self.read(self.leaf_values(split))
+    def evaluate(self, split: Batch | Iterable[Batch], names: Iterable[Hashable] | None = None
+                 ) -> dict[Hashable, float]:
+        """Each metric's value on ``split`` (with ``names``, those metrics' only): NaN where
+        undefined (an empty subset of an optional metric, a ratio with a zero denominator;
+        see the module docstring and :meth:`undefined`)."""
+        return self.read(self.leaf_values(split), names)
 
-    def read(self, values: LeafValues) -> dict[Hashable, float]:
-        """Each metric's value from :meth:`leaf_values` (one host sync)."""
-        like = values.true
+    def read(self, values: LeafValues, names: Iterable[Hashable] | None = None
+             ) -> dict[Hashable, float]:
+        """Each metric's value from :meth:`leaf_values` (one host sync); with ``names``,
+        only those metrics' (the same values: each metric reads the leaves on its own)."""
+        chosen = tuple(self.metrics) if names is None else tuple(names)
+        if not chosen:
+            return {}
+        if values.true.dtype != torch.float64:
+            return dict(zip(chosen, self._read_each(values, chosen).tolist(), strict=True))
+        plan = self._plans.get(chosen)
+        if plan is None or plan[0] is not values.index:
+            plan = self._plans[chosen] = (values.index, *self._plan(chosen, values))
+        _, vector, vector_at, each, subsets, subset_at = plan
+        out = torch.empty(len(chosen), dtype=torch.float64, device=values.true.device)
+        if vector is not None:
+            out[vector_at.to(out.device)] = vector(values)
+        if each:
+            out[torch.tensor([i for i, _ in each], device=out.device)] = self._read_each(
+                values, [n for _, n in each])
+        if subsets is not None:
+            assert values.subset_weights is not None
+            out[subset_at.to(out.device)] = values.subset_weights[subsets.to(out.device)].to(
+                torch.float64)
+        return dict(zip(chosen, out.tolist(), strict=True))
+
+    def _plan(self, chosen: tuple[Hashable, ...], values: LeafValues) -> tuple:
+        """How :meth:`read` reads ``chosen``: subset weights gathered, affine forms and
+        ratios read together (:class:`VectorRead`: the same values, bit for bit), the rest
+        (ψ metrics, constants) one at a time."""
+        subsets, vectors, each = [], [], []
+        for i, name in enumerate(chosen):
+            m = self.metrics[name]
+            if isinstance(m, Subset):
+                subsets.append((i, values.position(_count_leaf(m))))
+            elif vectorizable(self._leafy[name]):
+                vectors.append((i, self._leafy[name]))
+            else:
+                each.append((i, name))
+        vector = VectorRead([e for _, e in vectors], values.index) if vectors else None
+        return (vector, torch.tensor([i for i, _ in vectors]), each,
+                torch.tensor([p for _, p in subsets]) if subsets else None,
+                torch.tensor([i for i, _ in subsets]))
+
+    def _read_each(self, values: LeafValues, names: Sequence[Hashable]) -> torch.Tensor:
+        """The values of ``names`` read one metric at a time (float64)."""
         out = []
-        for name, m in self.metrics.items():
+        for name in names:
+            m = self.metrics[name]
             if isinstance(m, Subset):
                 assert values.subset_weights is not None
                 v = values.subset_weights[values.position(_count_leaf(m))]
             else:
                 v = self._leafy[name].evaluate(values)
-            out.append(torch.as_tensor(v, dtype=torch.float64, device=like.device))
-        return dict(zip(self.metrics, torch.stack(out).tolist(), strict=True))
+            out.append(torch.as_tensor(v, dtype=torch.float64, device=values.true.device))
+        return torch.stack(out)
 
     def undefined(self, values: LeafValues) -> dict[Hashable, str]:
         """Why each metric that is undefined on a split (not finite in :meth:`read`) is,
@@ -277,23 +323,25 @@ class GroupTable:
         self.rows = [("overall", everything())] + [
             (f"{attribute}={v}", group(attribute, v)) for v in self.names]
         self.metrics: dict[Hashable, Metric] = {}
+        self._columns: list[str] = []
         for key, where in self.rows:
             self.metrics[(key, "count")] = where
             columns = (classification_metrics(where) if label_kind == "binary"
                        else regression_metrics(where, means=True))
             self.metrics.update({(key, c): e for c, e in columns.items()})
+            self._columns = list(columns)
 
     def table(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float | None]]:
         """The table from the values of :attr:`metrics` (an :class:`ExactEvaluator`'s)."""
         total = values[("overall", "count")]
         out: dict[str, dict[str, float | None]] = {}
+        # every row has the same columns: one lookup per cell, linear in the groups
         for key, _ in self.rows:
             count = values[(key, "count")]
             row: dict[str, float | None] = {"count": count, "share": count / total}
-            for k, column in self.metrics:
-                if k == key and column != "count":
-                    v = values[(k, column)]
-                    row[column] = v if math.isfinite(v) else None
+            for column in self._columns:
+                v = values[(key, column)]
+                row[column] = v if math.isfinite(v) else None
             out[key] = row
         return out
 
@@ -304,7 +352,21 @@ class GroupTable:
 
 
 @functools.lru_cache(maxsize=64)
+def cached_group_table(attribute: str, names: tuple[str, ...], label_kind: str
+                       ) -> GroupTable:
+    """The :class:`GroupTable` of this layout, built once (ten expressions a group: with
+    ~1 000 groups, building one takes about a second, and a run logs its table often).
+
+    Example:
+        >>> t = cached_group_table("g", ("a", "b"), "binary")
+        >>> t is cached_group_table("g", ("a", "b"), "binary")
+        True
+    """
+    return GroupTable(attribute, names, label_kind)
+
+
+@functools.lru_cache(maxsize=64)
 def _evaluator(attribute: str, names: tuple[str, ...], label_kind: str) -> ExactEvaluator:
     """One evaluator per table layout: its compiled plans are reused by later calls."""
-    table = GroupTable(attribute, names, label_kind)
+    table = cached_group_table(attribute, names, label_kind)
     return ExactEvaluator(table.metrics, optional=table.metrics)

@@ -46,6 +46,7 @@ from fairgames.rates import (
     summary_metrics,
     threshold_rates,
 )
+from fairgames.rates.exact import cached_group_table
 
 from .data import chunks, make_batch
 
@@ -88,7 +89,7 @@ class SolutionEvaluator:
         names = list(ds.group_names[self.protected])
         key = (ds.label_kind, tuple(names))
         if key not in self._views:
-            table = GroupTable(self.protected, names, ds.label_kind)
+            table = cached_group_table(self.protected, tuple(names), ds.label_kind)
             summary = summary_metrics(ds.label_kind)
             metrics: dict[Hashable, Any] = {("objective",): self.objective}
             metrics.update({("constraint", c.name): c for c in self.constraints})
@@ -114,9 +115,7 @@ class SolutionEvaluator:
         evaluator, table, summary = self._view(ds)
 
         def parts(s: torch.Tensor) -> Iterator[Batch]:
-            return (make_batch(ds, s[..., idx], idx, baseline_scores=baseline_scores,
-                               mixture_weights=mixture_weights)
-                    for idx in chunks(len(ds), self.chunk, ds.device))
+            return self._parts(ds, s, mixture_weights, baseline_scores)
         values = evaluator.evaluate(parts(scores))
         # a binary target's rates at the model's decision (a second pass, shifted scores)
         shifted = (evaluator.evaluate(parts(scores - self.decision))
@@ -126,12 +125,35 @@ class SolutionEvaluator:
         out.update({k: shifted[("summary", k)] for k in summary})
         if self.grid is not None:
             out.update(self.disparities(ds, scores, mixture_weights))
-        out["constraints"] = {}
+        out["constraints"] = self._constraints(values)
+        out["groups"] = table.table(shifted)
+        return out
+
+    def statements(self, ds: TabularDataset, scores: torch.Tensor,
+                   mixture_weights: torch.Tensor | None = None,
+                   baseline_scores: torch.Tensor | None = None) -> dict[str, Any]:
+        """:meth:`evaluate`'s ``objective`` and ``constraints`` alone, the same values
+        (the same pass; the headline metrics and the per-group table are not read: the
+        candidates' comparison needs neither, and with many groups the table is most of
+        the cost)."""
+        evaluator, _, _ = self._view(ds)
+        names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
+        values = evaluator.evaluate(
+            self._parts(ds, scores, mixture_weights, baseline_scores), names)
+        return {"objective": values[("objective",)], "constraints": self._constraints(values)}
+
+    def _parts(self, ds: TabularDataset, scores: torch.Tensor,
+               mixture_weights: torch.Tensor | None, baseline_scores: torch.Tensor | None
+               ) -> Iterator[Batch]:
+        return (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
+                           mixture_weights=mixture_weights)
+                for idx in chunks(len(ds), self.chunk, ds.device))
+
+    def _constraints(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float]]:
+        out = {}
         for c in self.constraints:
             g = values[("constraint", c.name)]
-            out["constraints"][c.name] = {"value": g,
-                                          "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
-        out["groups"] = table.table(shifted)
+            out[c.name] = {"value": g, "violation": max(g, 0.0) if c.sense == "<=" else abs(g)}
         return out
 
 
@@ -272,7 +294,7 @@ def group_rates(labels: torch.Tensor, codes: torch.Tensor, names: Sequence[str],
     p = positive if positive.is_floating_point() else positive.double()
     batch = Batch(scores=None, probabilities=p, labels=labels, groups={attribute: codes},
                   group_values={attribute: list(names)})
-    return GroupTable(attribute, names, "binary").evaluate(batch)
+    return cached_group_table(attribute, tuple(names), "binary").evaluate(batch)
 
 
 def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
@@ -291,7 +313,8 @@ def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
     """
     if decision and batch.label_kind == "binary":
         batch = dataclasses.replace(batch, scores=batch.scores - decision)
-    return GroupTable(attribute, batch.group_values[attribute], batch.label_kind).evaluate(batch)
+    return cached_group_table(attribute, tuple(batch.group_values[attribute]),
+                              batch.label_kind).evaluate(batch)
 
 
 def parity_gaps(scores: torch.Tensor, codes: torch.Tensor, names: Sequence[str],

@@ -141,7 +141,7 @@ def candidate_values(evaluator: SolutionEvaluator, ds: TabularDataset, scores: t
     senses = [c.sense for c in evaluator.constraints]
     objectives, rows = [], []
     for r in range(scores.shape[0]):
-        m = evaluator.evaluate(ds, scores[r], baseline_scores=baseline)
+        m = evaluator.statements(ds, scores[r], baseline_scores=baseline)
         objectives.append(m["objective"] if m["objective"] is not None else math.inf)
         rows.append(constraint_rows(m, senses))
     return objectives, rows
@@ -160,7 +160,7 @@ def exact_mixture(evaluator: SolutionEvaluator, ds: TabularDataset, scores: torc
         rows = support if support is not None else [i for i, v in enumerate(w.tolist()) if v]
         s = fixed if fixed is not None else scores[rows]
         q = w[rows].to(s.device, torch.float32)
-        m = evaluator.evaluate(ds, s, baseline_scores=baseline, mixture_weights=q)
+        m = evaluator.statements(ds, s, baseline_scores=baseline, mixture_weights=q)
         f = m["objective"] if m["objective"] is not None else math.inf
         return f, constraint_rows(m, senses)
     return exact
