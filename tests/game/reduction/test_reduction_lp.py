@@ -59,15 +59,32 @@ def _lp_optimum(cost: np.ndarray, gamma: np.ndarray) -> float:
     return float(res.fun)
 
 
+class FiniteInstance:
+    """The seed-0 problem over its finite set: each hypothesis' cost and threshold gaps
+    [K, G, N], the LP optimum over the set, and the game on the sample."""
+
+    def __init__(self) -> None:
+        self.x, y, self.codes, w, b = _problem()
+        self.oracle = FiniteOracle(self.x, w, b)
+        self.sample = Sample.of(self.x, y, self.codes)
+        self.grid = threshold_grid(N_GRID)
+        self.c = costs(ABSOLUTE, self.sample.y, N_GRID)
+        self.cost = np.array([float(predictor_cost(self.c, s)) for s in self.oracle.scores])
+        self.gamma = np.stack([threshold_rates(s, self.codes, 2, self.grid).gaps.numpy()
+                               for s in self.oracle.scores])
+        self.optimum = _lp_optimum(self.cost, self.gamma)
+        self.game = ParityGame(self.sample, ABSOLUTE, EPS, self.oracle, N_GRID)
+
+    def mixture_values(self, mixture) -> tuple[float, torch.Tensor]:
+        """A mixture's cost and threshold gaps evaluated afresh from its members."""
+        scores, q = mixture.scores(self.x), mixture.weights
+        cost = float(sum(q[i] * predictor_cost(self.c, scores[i]) for i in range(len(q))))
+        return cost, threshold_rates(scores, self.codes, 2, self.grid, member_weights=q).gaps
+
+
 def test_the_mixture_is_within_two_nu_of_the_lp_optimum_and_meets_the_violation_bound():
-    x, y, codes, w, b = _problem()
-    oracle = FiniteOracle(x, w, b)
-    sample = Sample.of(x, y, codes)
-    grid = threshold_grid(N_GRID)
-    c = costs(ABSOLUTE, sample.y, N_GRID)
-    cost = np.array([float(predictor_cost(c, s)) for s in oracle.scores])
-    gamma = np.stack([threshold_rates(s, codes, 2, grid).gaps.numpy() for s in oracle.scores])
-    optimum = _lp_optimum(cost, gamma)
+    inst = FiniteInstance()
+    cost, gamma, optimum = inst.cost, inst.gamma, inst.optimum
     feasible_single = [cost[j] for j in range(len(cost)) if np.abs(gamma[j]).max() <= EPS]
     assert optimum < min(feasible_single)      # randomising pays on this problem
 
@@ -78,15 +95,12 @@ def test_the_mixture_is_within_two_nu_of_the_lp_optimum_and_meets_the_violation_
     assert 2 * nu < min(feasible_single) - optimum
     cheap = [j for j in range(len(cost)) if cost[j] < optimum]
     assert min(np.abs(gamma[j]).max() for j in cheap) > EPS + (2 + 2 * nu) / bound
-    game = ParityGame(sample, ABSOLUTE, EPS, oracle, N_GRID)
-    r = play(game, bound=bound, gap=nu, step_size=5.0, max_iterations=3000, check_every=10)
+    r = play(inst.game, bound=bound, gap=nu, step_size=5.0, max_iterations=3000,
+             check_every=10)
     assert r.outcome == "converged"
     assert r.certificate.within_iteration_bound
     # the mixture evaluated afresh from its members (not the loop's running sums)
-    scores = r.model.scores(x)
-    q = r.model.weights
-    mix_cost = float(sum(q[i] * predictor_cost(c, scores[i]) for i in range(len(q))))
-    mix_gamma = threshold_rates(scores, codes, 2, grid, member_weights=q).gaps
+    mix_cost, mix_gamma = inst.mixture_values(r.model)
     assert mix_cost <= optimum + 2 * nu
     assert float(mix_gamma.abs().max()) <= EPS + (2 + 2 * nu) / bound
     assert mix_cost == pytest.approx(r.certificate.objective, abs=1e-9)
@@ -116,20 +130,11 @@ def test_the_lp_over_the_iterates_reaches_the_sets_lp_optimum_exactly_feasible()
     # Q̂'s uniform weights stop within 2ν; the LP over the same iterates (the authors'
     # code's LP step) reaches the LP optimum over the whole set and meets ε̂ itself, not
     # only Theorem 4's ε̂ + (2 + 2ν)/B — evaluated afresh from the members it keeps
-    x, y, codes, w, b = _problem()
-    oracle = FiniteOracle(x, w, b)
-    sample = Sample.of(x, y, codes)
-    grid = threshold_grid(N_GRID)
-    c = costs(ABSOLUTE, sample.y, N_GRID)
-    cost = np.array([float(predictor_cost(c, s)) for s in oracle.scores])
-    gamma = np.stack([threshold_rates(s, codes, 2, grid).gaps.numpy() for s in oracle.scores])
-    optimum = _lp_optimum(cost, gamma)
-    game = ParityGame(sample, ABSOLUTE, EPS, oracle, N_GRID)
+    inst = FiniteInstance()
+    game, optimum = inst.game, inst.optimum
     r = play(game, bound=10.0, gap=0.015, step_size=5.0, max_iterations=3000, check_every=10)
     lp = r.lp_model()
-    scores, q = lp.scores(x), lp.weights
-    lp_cost = float(sum(q[i] * predictor_cost(c, scores[i]) for i in range(len(q))))
-    lp_gamma = threshold_rates(scores, codes, 2, grid, member_weights=q).gaps
+    lp_cost, lp_gamma = inst.mixture_values(lp)
     assert float(lp_gamma.abs().max()) <= EPS + 1e-9
     assert lp_cost == pytest.approx(optimum, abs=1e-9)
     assert lp_cost < r.certificate.objective - 1e-6        # Q̂ itself is not at the optimum
