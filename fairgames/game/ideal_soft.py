@@ -61,6 +61,7 @@ import torch
 
 from fairgames.rates import Batch
 
+from .players.base import check_positive_integers
 from .problem import Problem
 from .projections import project_l1_ball_nonnegative, project_simplices
 from .soft_groups import (
@@ -115,10 +116,8 @@ class IdealSettings:
     radius: float | None = 20.0
 
     def __post_init__(self) -> None:
-        for key in ("outer", "rounds", "theta_steps"):
-            value = getattr(self, key)
-            if int(value) != value or value < 1:
-                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        check_positive_integers(outer=self.outer, rounds=self.rounds,
+                                theta_steps=self.theta_steps)
         for key in ("tau", "w_lr", "penalty_radius", "multiplier_lr", "radius"):
             value = getattr(self, key)
             if value is not None and not (math.isfinite(value) and value > 0):

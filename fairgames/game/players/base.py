@@ -141,6 +141,20 @@ def step_size(value: float, device: torch.device | str | None, name: str,
     return torch.tensor(float(value), device=device, dtype=dtype)
 
 
+def check_positive_integers(**values: float) -> None:
+    """Raise naming the first of ``values`` (name → value) that is not a positive integer.
+
+    Example:
+        >>> check_positive_integers(steps=5, order=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: order must be a positive integer, got 0
+    """
+    for key, value in values.items():
+        if int(value) != value or value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+
+
 def lr_group(player: Player, lr: torch.Tensor) -> dict[str, Any]:
     """The parameter group of a player whose only hyper-parameter is its step ``lr``."""
     return {"params": [], "lr": lr, "player": player.name}

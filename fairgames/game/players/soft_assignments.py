@@ -64,7 +64,14 @@ from ..soft_groups import (
     memberships,
 )
 from ..soft_rates import CellRates
-from .base import GameContext, Player, adam_ascent, lr_group, step_size
+from .base import (
+    GameContext,
+    Player,
+    adam_ascent,
+    check_positive_integers,
+    lr_group,
+    step_size,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..round import Round
@@ -117,10 +124,8 @@ class SoftAssignmentPlayer(Player):
             raise ValueError(f"optimizer must be one of {SOFT_OPTIMIZERS}, got {optimizer!r}")
         if timing not in SOFT_TIMINGS:
             raise ValueError(f"timing must be one of {SOFT_TIMINGS}, got {timing!r}")
-        for key, value in (("steps", steps), ("projection_iterations", projection_iterations),
-                           ("order", order)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        check_positive_integers(steps=steps, projection_iterations=projection_iterations,
+                                order=order)
         step_size(lr, None, "the soft assignments' lr")          # checks lr > 0
         self.noisy_attribute = noisy_attribute
         self.attribute = attribute if attribute is not None else noisy_attribute

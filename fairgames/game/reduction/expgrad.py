@@ -34,6 +34,8 @@ Example:
     >>> r = play(game, bound=2.0, gap=0.01, step_size=1.0)
     >>> r.outcome, r.certificate.violation_ok, r.certificate.gap <= 0.01
     ('converged', True, True)
+    >>> len(r.lp_model()) <= game.num_multipliers + 1     # the LP over the iterates
+    True
 """
 
 from __future__ import annotations
@@ -147,21 +149,7 @@ class ReductionResult:
         certificate, but at a finite gap they spend up to 2ν of objective that the same
         iterates, reweighted, need not.
 
-        Example:
-            >>> import torch
-            >>> from fairgames.rates.losses import SQUARED
-            >>> from .fitting import Fitter
-            >>> from .games import GroupLossGame
-            >>> from .oracles import WeightedLossOracle
-            >>> from .sample import Sample
-            >>> g = torch.Generator().manual_seed(0)
-            >>> x = torch.rand(200, 2, generator=g); codes = (x[:, 0] > 0.5).long()
-            >>> s = Sample.of(x, (x.sum(1) / 2).clamp(0, 1), codes)
-            >>> game = GroupLossGame(s, SQUARED, 0.1, WeightedLossOracle(
-            ...     Fitter(lambda: torch.nn.Linear(2, 1), x), s.y, SQUARED))
-            >>> r = play(game, bound=2.0, gap=0.01, step_size=1.0)
-            >>> len(r.lp_model()) <= game.num_multipliers + 1
-            True
+        Example: the module's (``r.lp_model()`` after ``play``).
         """
         from fairgames.game.candidates import shrink_lp
 
