@@ -343,9 +343,8 @@ def run_cooper(problem: str, data: Mapping[str, tuple[np.ndarray, ...]], steps: 
     with Timer() as clock:
         for _ in range(steps):
             copt.roll()
-    with torch.no_grad():
-        p = {split: (model(torch.from_numpy(data[split][0]))[:, 0] > 0).double().numpy()
-             for split in ("train", "test")}
+    p = {split: deployed_proba(model, torch.from_numpy(data[split][0]))
+         for split in ("train", "test")}
     return {"p": p, "wall_s": clock.wall, "cpu_s": clock.cpu, "fit_s": clock.wall,
             "solution": "last_iterate", "tolerance": TOLERANCE, "steps": steps}
 
@@ -363,9 +362,8 @@ def run_plain(data: Mapping[str, tuple[np.ndarray, ...]], steps: int, lr: float,
             opt.zero_grad(set_to_none=True)
             F.binary_cross_entropy_with_logits(model(x)[:, 0], y).backward()
             opt.step()
-    with torch.no_grad():
-        p = {split: (model(torch.from_numpy(data[split][0]))[:, 0] > 0).double().numpy()
-             for split in ("train", "test")}
+    p = {split: deployed_proba(model, torch.from_numpy(data[split][0]))
+         for split in ("train", "test")}
     return {"p": p, "wall_s": clock.wall, "cpu_s": clock.cpu, "fit_s": clock.wall,
             "solution": "last_iterate", "tolerance": TOLERANCE, "steps": steps}
 
