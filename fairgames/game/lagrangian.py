@@ -248,6 +248,7 @@ class CompiledRows:
     psi_terms: list[PsiTerm] = field(default_factory=list)
     ratio_terms: list[RatioTerm] = field(default_factory=list)
     linear_ratios: list[LinearRatio] = field(default_factory=list)
+    gain_scales: dict[int, float] = field(default_factory=dict)   # rows whose scale is not 1
 
 
 class LagrangianTerms(torch.nn.Module):
@@ -273,6 +274,9 @@ class LagrangianTerms(torch.nn.Module):
         self.linear_ratios = list(linear_ratios)
         self.ratio_floor = float(c.ratio_floor)
         self.original = truth
+        # the λ-player's per-row step scale (Problem's ``gain_scale``); None: every row's is 1
+        scales = [c.gain_scales.get(j, 1.0) for j in range(m)] if c.gain_scales else None
+        self.register_buffer("gain_scale", _t(scales) if scales else None, persistent=False)
         # slack → [(row, σ)] of its slack rows (σ = +1: arg ≤ slack, −1: arg ≥ slack).
         slack_rows: dict[int, list[tuple[int, float]]] = {}
         for j, entries in enumerate(rows_b):

@@ -255,6 +255,28 @@ def _interval(form: AffineForm) -> tuple[float, float]:
     return lo, hi
 
 
+def gain_scale(g: Expression) -> float:
+    """The λ-player's step scale of the rows of a constraint ``g ≤ 0`` (or ``g == 0``).
+
+    A rate lies in [0, 1], so a rate row's violation is already on the scale the λ-players'
+    steps are made for: 1. A group loss has no such range (squared errors of a good regressor
+    are ~0.01), so an affine row that reads a loss and has a bound ``d ≠ 0`` plays its
+    violation relative to that bound, ``g / |d|`` (``E[ℓ | a] ≤ ζ`` as ``E[ℓ | a]/ζ − 1 ≤ 0``):
+    the same feasible set, and a violation of 0.002 over ζ = 0.012 moves λ as a rate 0.17 over
+    its bound would. Only the λ-player's gain is scaled; θ, the reports and the verdicts keep
+    the constraint as written. Anything else (no loss, a ψ or ratio term, ``d = 0``): 1.
+
+    Example:
+        >>> from fairgames.rates import group_loss, error_rate
+        >>> gain_scale(group_loss("squared") - 0.02), gain_scale(error_rate() - 0.02)
+        (50.0, 1.0)
+    """
+    reads_loss = any(lf.loss is not None for lf, _ in g.affine.terms)
+    if g.nodes or not reads_loss or g.affine.constant == 0.0:
+        return 1.0
+    return 1.0 / abs(g.affine.constant)
+
+
 def _two_sided_psi(expr: Expression) -> bool:
     """Whether ``expr`` holds a ψ monotone in neither direction in a model-dependent argument
     (KLD's ``p̂``)."""
@@ -531,6 +553,8 @@ class Problem:
                 owners.append((name + "[<=]", g, r1))
                 owners.append((name + "[>=]", g * -1.0, r2))
                 first_rows.append(r1)
+            if (scale := gain_scale(g)) != 1.0:    # both rows of an equality
+                b.gain_scales.update({r: scale for r in range(first_rows[-1], len(b.rows_a))})
         objective = self.objective if self.objective is not None else Expression.constant(0.0)
         for owner, expr, row in [("objective", objective, -1)] + owners:
             for c, node in expr.nodes:

@@ -123,15 +123,20 @@ class MultiplierPlayer(Player):
         self.payoff = payoff
         self.needs = frozenset({payoff}) - {"true"}
         self._one = torch.ones((), device=self.device, dtype=dtype)
+        self._gain_scale: torch.Tensor | None = None
 
     def bind(self, game: Any) -> None:
         if game.terms.num_rows != self.num_rows:
             raise ValueError(f"the multiplier player has {self.num_rows} rows, the problem "
                              f"{game.terms.num_rows}")
+        # rows over group losses step relative to their bound (Problem's gain_scale)
+        self._gain_scale = game.terms.gain_scale
 
     def play(self, round: Round) -> None:
-        """One step on the round's rows under this player's payoff."""
-        self.update(round.rows(self.payoff), ok=round.ok)
+        """One step on the round's rows under this player's payoff, each row's scaled by
+        its ``gain_scale`` (1 for rates)."""
+        rows, scale = round.rows(self.payoff), self._gain_scale
+        self.update(rows if scale is None else rows * scale, ok=round.ok)
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
