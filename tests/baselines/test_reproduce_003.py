@@ -131,6 +131,24 @@ def test_goals_on_hand_made_series(rep):
     assert lr_ls["train_ls_minus_lr"] == pytest.approx({"0.05": 0.03, "0.2": 0.01})
 
 
+def test_lr_above_ls_inside_the_test_band_is_undecided_not_a_pass(rep):
+    """LR's test envelope 0.01 above LS's: a FAIL where the band is 0.001, undecided (still no
+    pass) where it is 0.038 (one Adult-2k split); the goal's verdict over data sets says so."""
+    ls = [_pt((0.05, 0.2), (0.05, 0.02), 0.05), _pt((0.2, 0.2), (0.2, 0.0), 0.2)]
+    lr = [_pt((0.05, 0.1), (0.05, 0.03), 0.05), _pt((0.2, 0.1), (0.2, 0.01), 0.2)]
+    s = {("adult", 4, "red_ls"): ls, ("adult", 4, "red_lr"): lr}
+    narrow = rep.goal_lr_beats_ls(s, "adult", 4)
+    assert narrow["mean_ls_minus_lr"] == pytest.approx(-0.01)
+    assert not narrow["passed"] and "undecided" not in narrow
+    for p in ls + lr:
+        p["test"]["rel_loss_ci"] = 0.038
+    wide = rep.goal_lr_beats_ls(s, "adult", 4)
+    assert not wide["passed"] and wide["undecided"]
+    assert rep.verdict({"adult_s4": narrow, "adult2k_s4": wide}) is False
+    assert rep.verdict({"adult2k_s4": wide}) == "undecided"
+    assert rep.verdict({"adult2k_s4": wide, "law_s4": {"passed": True}}) == "undecided"
+
+
 def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
     calls = []
 
