@@ -610,14 +610,22 @@ def steepness(s: dict, key: str, seed: int) -> float | None:
 
 def goal_direct_near(s: dict, key: str, seed: int, margin: float = 0.01
                      ) -> dict[str, Any] | None:
-    """At every ε̂ both ran, direct play's relative test loss ≤ the reduction's (LS) + 0.01."""
+    """At every ε̂ both ran, direct play's relative test loss ≤ the reduction's (LS) + 0.01.
+
+    Beside it, not judged: the same as frontiers, direct play's test envelope at the test KS
+    of the reduction's point of each ε̂ (the two methods' points of one ε̂ can lie far apart
+    in test KS: their train constraints generalise differently)."""
     red = {p["eps"]: p for p in s.get((key, seed, "red_ls"), [])}
     direct = {p["eps"]: p for p in s.get((key, seed, "direct"), [])}
     both = sorted(set(red) & set(direct))
     if not both:
         return None
     rows = {f"{e:g}": direct[e]["test"]["rel_loss"] - red[e]["test"]["rel_loss"] for e in both}
+    xs, ys = test_envelope(list(direct.values()))
+    at_ks = {f"{e:g}": envelope_at(xs, ys, red[e]["test"]["ks"]) - red[e]["test"]["rel_loss"]
+             for e in both}
     return {"direct_minus_reduction": rows, "margin": margin,
+            "frontier_at_reduction_test_ks": at_ks,
             "passed": all(v <= margin for v in rows.values())}
 
 

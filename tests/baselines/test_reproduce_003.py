@@ -123,6 +123,12 @@ def test_goals_on_hand_made_series(rep):
     near = rep.goal_direct_near(s, "law", 4)
     assert near["direct_minus_reduction"] == pytest.approx({"0.05": 0.005, "0.2": 0.02})
     assert not near["passed"]
+    # as frontiers: direct's train frontier is its first point (equal train losses), read on
+    # test at (0.05, 0.035): flat to its right, so 0.035 − 0.03 and 0.035 − 0.01
+    assert near["frontier_at_reduction_test_ks"] == pytest.approx({"0.05": 0.005, "0.2": 0.025})
+    s[("law", 4, "direct")] = [_pt((0.05, 0.0), (0.1, 0.035), 0.05), direct[1]]
+    moved = rep.goal_direct_near(s, "law", 4)["frontier_at_reduction_test_ks"]
+    assert moved["0.05"] == math.inf and moved["0.2"] == pytest.approx(0.025)
     lr = [_pt((0.05, 0.1), (0.05, 0.02), 0.05), _pt((0.2, 0.1), (0.2, 0.0), 0.2)]
     s[("adult", 4, "red_lr")], s[("adult", 4, "red_ls")] = lr, s[("law", 4, "red_ls")]
     lr_ls = rep.goal_lr_beats_ls(s, "adult", 4)
