@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .fused_steps import DECOMPOSITIONS
 from .history import StepRecord
 from .sparse import RowMatrix
 
@@ -73,8 +74,9 @@ def cxx_compiler() -> str | None:
     return None
 
 
-def _check_capturable(copt: ConstrainedOptimizer) -> None:
-    """Refuse, naming the remedy, what a recorded graph would replay wrongly."""
+def check_capturable(copt: ConstrainedOptimizer) -> None:
+    """Refuse, naming the remedy, what a recorded graph would replay wrongly
+    (:meth:`ConstrainedOptimizer.capture` checks it; a loop that captures later checks first)."""
     if copt._reduction is not None:
         raise ValueError("capture() of a data-parallel game (process_group=...): its "
                          "collective is not recorded; train it eagerly")
@@ -117,7 +119,7 @@ class CapturedStep:
 
     def __init__(self, copt: ConstrainedOptimizer, step: Callable[[], Any], *,
                  compile: bool | None = None) -> None:
-        _check_capturable(copt)
+        check_capturable(copt)
         self.copt, self.step = copt, step
         self.device = copt.device
         if compile is None:
@@ -155,7 +157,10 @@ class CapturedStep:
         self._counter.fill_(copt.steps)
         copt._step_counter = self._counter
         try:
-            graph = make_fx(lambda: self._traced(), tracing_mode="real")()
+            # inductor cannot compile the fused optimizer kernels' in-place updates of the
+            # graph's constants: record them as plain ops then (fairgames.game.fused_steps)
+            graph = make_fx(lambda: self._traced(), tracing_mode="real",
+                            decomposition_table=DECOMPOSITIONS if self.compiled else None)()
         finally:
             copt._step_counter = None
         self._played = copt.steps

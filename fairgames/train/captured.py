@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from fairgames.game.capture import check_capturable
+
 if TYPE_CHECKING:
     from .engine import Engine
 
@@ -63,6 +65,7 @@ class CapturedSteps:
         if engine.parallel is not None:
             raise ValueError("trainer.compile with trainer.distributed: the game's collective "
                              "is not recorded; set trainer.compile=false")
+        check_capturable(engine.copt)      # now, not at the recording step
         self.engine, self.compile = engine, compile
         # (batch rows, held-out rows) -> (index buffer, held-out index buffer, captured step)
         self.graphs: dict[tuple[int | None, int | None], tuple[Any, Any, Any]] = {}

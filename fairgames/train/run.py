@@ -335,7 +335,7 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
                          else {"name": "custom", "objective": str(problem.objective)})
     config["data"] = {"name": splits.metadata.get("name", "custom"), "protected": protected}
     return _execute(RunInputs(
-        model=_user_model(model, optimizer), spec=problem, splits=splits,
+        model=_user_model(model, optimizer, fused=trainer.compile), spec=problem, splits=splits,
         protected=protected, algorithm=algorithm, trainer=trainer, seed=seed, device=device,
         run_dir=Path(run_dir) if run_dir is not None else None, config=clean_numbers(config),
         baseline=BaselineSource(scores=baseline_scores)))
@@ -375,13 +375,14 @@ def _one_job(tune: str | None) -> None:
                           "fit() train one job: leave trainer.tune=null")
 
 
-def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
-                ) -> ModelRecipe:
-    """The recipe of ``fit``: the user's module (and optimizer) first, then fresh copies of
-    its initial state (with a fresh optimizer of the same kind) for the helper models."""
+def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, *,
+                fused: bool = False) -> ModelRecipe:
+    """The recipe of ``fit``: the user's module (and optimizer; ``None``: Adam, ``fused``
+    under ``trainer.compile``) first, then fresh copies of its initial state (with a fresh
+    optimizer of the same kind) for the helper models."""
     initial = copy.deepcopy(model)
     if optimizer is None:
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, fused=fused or None)
     opt_cls, opt_defaults = type(optimizer), dict(optimizer.defaults)
     first = [True]
 
