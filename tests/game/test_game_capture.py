@@ -163,6 +163,17 @@ def test_compiled_cpu_step_equals_eager(kind: str) -> None:
     assert _compare(kind, 100, compile=True) <= 1e-6
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "Adagrad"])
+def test_compiled_cpu_step_with_a_fused_optimizer_equals_eager(name: str) -> None:
+    # inductor compiles the fused kernels as plain ops (fairgames.game.fused_steps)
+    if capture_module.cxx_compiler() is None:
+        pytest.fail("no C++ compiler for inductor on this machine")
+    opt = lambda p: getattr(torch.optim, name)(p, lr=0.01, weight_decay=0.01,  # noqa: E731
+                                               fused=True)
+    assert _compare("linear", 100, compile=True, opt=opt) <= 1e-6
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["linear", "mlp"])
 def test_cuda_graph_step_equals_eager(kind: str) -> None:
