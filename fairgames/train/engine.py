@@ -54,6 +54,7 @@ from fairgames.game.solutions import SnapshotRecorder
 from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
+from .captured import CapturedSteps
 from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table, parity_gaps
@@ -255,7 +256,7 @@ class Engine:
             self._check_heldout()
         # the last batch, for logging (a function of it under trainer.compile: made at log time)
         self._last: Any = None
-        self.captured: Any = None
+        self.captured: CapturedSteps | None = None
 
     # ------------------------------------------------------------------ one step
     def _shard(self, index: torch.Tensor | None, rows: int) -> torch.Tensor | None:
@@ -361,8 +362,6 @@ class Engine:
         Raises:
             ValueError: what a recorded step cannot replay, naming the remedy.
         """
-        from .captured import CapturedSteps  # noqa: PLC0415
-
         self.captured = CapturedSteps(self, compile=compile)
 
     # ------------------------------------------------------------------ the loop
