@@ -102,7 +102,7 @@ PINNED = (
     # the engine's own (the tables choose among the run's solutions themselves)
     "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
     "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
-    "trainer.distributed=false",
+    "trainer.distributed=false", "trainer.compile=false",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
     "data.include_protected=null", "data.validation_fraction=null", "data.root=null",
     # no noisy groups, no robust player (paper 004's settings)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .fused_steps import DECOMPOSITIONS
 from .history import StepRecord
 from .sparse import RowMatrix
 
@@ -73,8 +74,9 @@ def cxx_compiler() -> str | None:
     return None
 
 
-def _check_capturable(copt: ConstrainedOptimizer) -> None:
-    """Refuse, naming the remedy, what a recorded graph would replay wrongly."""
+def check_capturable(copt: ConstrainedOptimizer) -> None:
+    """Refuse, naming the remedy, what a recorded graph would replay wrongly
+    (:meth:`ConstrainedOptimizer.capture` checks it; a loop that captures later checks first)."""
     if copt._reduction is not None:
         raise ValueError("capture() of a data-parallel game (process_group=...): its "
                          "collective is not recorded; train it eagerly")
@@ -91,12 +93,14 @@ def _check_capturable(copt: ConstrainedOptimizer) -> None:
                          "fairgames.game.sparse.SPARSE_ENTRIES): make_fx cannot record "
                          "sparse CSR tensors; train this game eagerly")
     opt = copt.model_optimizer
-    if opt.defaults.get("capturable") is False:
+    # torch's fused kernels (Adam, AdamW, Adagrad; CPU and CUDA) keep the step count on the
+    # device and read it there, as capturable=True does (CUDA only)
+    if opt.defaults.get("capturable") is False and not opt.defaults.get("fused"):
         raise ValueError(f"capture() with {type(opt).__name__}(capturable=False): its step "
                          "counter is read on the host, so a recorded step would replay one "
                          f"step's bias correction forever; construct {type(opt).__name__}"
-                         "(..., capturable=True) on CUDA (torch supports it there only), or "
-                         "use an optimizer without a step counter (SGD) on CPU")
+                         "(..., fused=True) (CPU or CUDA) or (..., capturable=True) (CUDA), "
+                         "or use an optimizer without a step counter (SGD)")
 
 
 def _hyper(opt: torch.optim.Optimizer) -> tuple:
@@ -115,7 +119,7 @@ class CapturedStep:
 
     def __init__(self, copt: ConstrainedOptimizer, step: Callable[[], Any], *,
                  compile: bool | None = None) -> None:
-        _check_capturable(copt)
+        check_capturable(copt)
         self.copt, self.step = copt, step
         self.device = copt.device
         if compile is None:
@@ -127,6 +131,7 @@ class CapturedStep:
                               CaptureWarning, stacklevel=3)
         self.compiled = bool(compile)
         self._counter = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._played = -1      # copt.steps after this graph's last call (see __call__)
         if copt.steps == 0:
             # Lazy state (θ's optimizer buffers, the guard's copies, the rate plan) is made by
             # the first step; recorded then, it would be a fresh value on every replay.
@@ -152,9 +157,13 @@ class CapturedStep:
         self._counter.fill_(copt.steps)
         copt._step_counter = self._counter
         try:
-            graph = make_fx(lambda: self._traced(), tracing_mode="real")()
+            # inductor cannot compile the fused optimizer kernels' in-place updates of the
+            # graph's constants: record them as plain ops then (fairgames.game.fused_steps)
+            graph = make_fx(lambda: self._traced(), tracing_mode="real",
+                            decomposition_table=DECOMPOSITIONS if self.compiled else None)()
         finally:
             copt._step_counter = None
+        self._played = copt.steps
         self._hyper = _hyper(copt.model_optimizer)
         self._graph: Callable[[], Any] = graph
         if self.compiled:
@@ -167,11 +176,16 @@ class CapturedStep:
             # an LR scheduler changed θ's step: record again (that call plays the step)
             self._record()
             return None
+        if copt.steps != self._played:
+            # steps played outside this graph (eagerly, or by another graph recorded for
+            # another batch shape): the guard's device counter catches up (a host write)
+            self._counter.fill_(copt.steps)
         with torch.no_grad():
             out, fields = self._graph()
         if fields:
             copt.last = StepRecord(copt.steps, *fields)
         copt.steps += 1
+        self._played = copt.steps
         for hook in copt._hooks:
             hook(copt.last)
         return out

@@ -237,7 +237,7 @@ REDUCTION_PLAYERS = {"theta": BestResponsePlayer, "multipliers": ExponentiatedGr
 # with the value it needs.
 REDUCTION_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
                      "constraint_split": "train", "resume": False, "stop_after": None,
-                     "tune": None}
+                     "tune": None, "compile": False}
 
 
 def algorithm_schema() -> type:
@@ -321,6 +321,10 @@ class TrainerConfig:
       validation (:mod:`fairgames.train.tune`).
     * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
       CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
+    * ``compile``: record the training step once and replay it as one graph
+      (:mod:`fairgames.train.captured`): inductor on CPU where a C++ compiler exists (else
+      replayed op by op, with a warning), CUDA graphs on CUDA; Adam, AdamW and Adagrad are
+      then built ``fused=True`` (their step count stays on the device).
 
     Example:
         >>> t = TrainerConfig(steps=200, batch_size=128, device="cpu")
@@ -355,6 +359,7 @@ class TrainerConfig:
     tune_grid: dict[str, list[float]] = field(
         default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
     distributed: bool = False
+    compile: bool = False
 
 
 @dataclass
@@ -712,6 +717,16 @@ def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
     if c.algorithm.name == REDUCTION:
         check.bad("trainer.distributed", True, "algorithm=reduction fits its oracles in one "
                   "process: train it without torchrun")
+
+
+@register_validator("trainer")
+def _check_trainer_compile(c: DictConfig, check: Checks) -> None:
+    """What a recorded step cannot replay, known from the config alone (algorithm=reduction
+    and robust=soft_assignments_ideal refuse it with their other trainer keys; the game's own
+    refusals, e.g. sparse constraint rows, come when it is built)."""
+    if c.trainer.compile and c.trainer.distributed:
+        check.bad("trainer.compile", True, "the data-parallel game's collective is not "
+                  "recorded: set trainer.compile=false with trainer.distributed=true")
 
 
 def _plain(value: Any) -> Any:

@@ -54,6 +54,7 @@ from fairgames.game.solutions import SnapshotRecorder
 from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
+from .captured import CapturedSteps
 from .checkpoint import write_checkpoint
 from .data import predict_scores
 from .evaluation import batch_group_table, parity_gaps
@@ -253,7 +254,9 @@ class Engine:
                               if heldout is not None and self.heldout_sampler is None else None)
         if heldout is not None:
             self._check_heldout()
-        self._last: tuple[torch.Tensor, dict[str, Any]] | None = None
+        # the last batch, for logging (a function of it under trainer.compile: made at log time)
+        self._last: Any = None
+        self.captured: CapturedSteps | None = None
 
     # ------------------------------------------------------------------ one step
     def _shard(self, index: torch.Tensor | None, rows: int) -> torch.Tensor | None:
@@ -288,28 +291,50 @@ class Engine:
             raise ValueError(f"the held-out split ({len(ds)} rows) cannot measure the "
                              f"constraints: {e}") from e
 
-    def _record_heldout(self) -> None:
-        """Score the held-out split (or a minibatch of it) at the current θ, without
-        gradients and in eval mode, for the multipliers' step."""
+    def _record_heldout(self, index: torch.Tensor | None = None) -> None:
+        """Score the held-out split (or a minibatch of it: ``index``, else the next one) at
+        the current θ, without gradients and in eval mode, for the multipliers' step."""
         assert self.heldout is not None
         if self.heldout_sampler is None:
             x, fields = self._rows(self.heldout, self._heldout_index), self._heldout_full
             assert fields is not None
         else:
-            index = self._shard(next(self.heldout_sampler), 0)
+            if index is None:
+                index = self._shard(next(self.heldout_sampler), 0)
             x, fields = self.heldout.features[index], self._heldout_fields(index)
         scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
         self.copt.record_heldout(Batch(scores=scores, **fields))
 
     def train_step(self) -> None:
         """One game step (no host-device sync)."""
-        if self.full_batch:
-            x, fields = self._rows(self.train, self._full_index), self._full_fields
-            assert fields is not None
+        if self.captured is not None:       # trainer.compile: fairgames.train.captured
+            self._last = self.captured.step()
         else:
-            assert self.sampler is not None
-            index = self._shard(next(self.sampler), 0)
-            x, fields = self.train.features[index], self._fields(index)
+            x, fields = self.batch(self.next_index())
+            self.play(x, fields)
+            self._last = (x, fields)
+        self.step += 1
+        self.snapshots.step()
+
+    def next_index(self) -> torch.Tensor | None:
+        """This rank's rows of the next minibatch (``None``: the full batch)."""
+        if self.full_batch:
+            return None
+        assert self.sampler is not None
+        return self._shard(next(self.sampler), 0)
+
+    def batch(self, index: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Features and :class:`Batch` fields of the training rows ``index`` (``None``: the
+        full batch)."""
+        if index is None:
+            assert self._full_fields is not None
+            return self._rows(self.train, self._full_index), self._full_fields
+        return self.train.features[index], self._fields(index)
+
+    def play(self, x: torch.Tensor, fields: dict[str, Any],
+             heldout_index: torch.Tensor | None = None) -> None:
+        """One game step on the batch ``x, fields`` (the held-out minibatch ``heldout_index``,
+        else the held-out sampler's next one)."""
         self.model.train()
 
         def closure() -> torch.Tensor:
@@ -321,16 +346,23 @@ class Engine:
                 scores = scores[:, 0]
             loss = self.copt.lagrangian(Batch(scores=scores, **fields))
             if self.heldout is not None:       # θ_t's held-out rates, before θ moves
-                self._record_heldout()
+                self._record_heldout(heldout_index)
             loss.backward()
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)
             return loss
 
         self.copt.step(closure)
-        self.step += 1
-        self.snapshots.step()
-        self._last = (x, fields)
+
+    def capture_steps(self, compile: bool | None = None) -> None:
+        """Play the remaining steps as one recorded graph, compiled where possible
+        (``trainer.compile``; :class:`~fairgames.train.captured.CapturedSteps`). Call it after
+        any :meth:`load_state_dict`: the graph reads the tensors there at recording time.
+
+        Raises:
+            ValueError: what a recorded step cannot replay, naming the remedy.
+        """
+        self.captured = CapturedSteps(self, compile=compile)
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop_after: int | None = None) -> None:
@@ -413,7 +445,7 @@ class Engine:
         }
         # Surrogate bounds on the last batch (the θ-player's view), in eval mode so that
         # logging draws no random numbers (dropout) and a resumed run logs the same.
-        x, fields = self._last
+        x, fields = self._last() if callable(self._last) else self._last
         scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
         batch = Batch(scores=scores, **fields)
         leaf_values = copt.evaluator(batch, update=False)

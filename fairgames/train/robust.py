@@ -56,7 +56,7 @@ GAMMA_RULES = ("estimate", "tv")
 # the trainer keys the ideal algorithm (its own full-batch loop, no CLI checkpoint) needs
 IDEAL_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
                  "constraint_split": "train", "resume": False, "stop_after": None,
-                 "distributed": False, "tune": None}
+                 "distributed": False, "tune": None, "compile": False}
 
 
 @dataclass

@@ -234,7 +234,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
 
     opt_cfg = OptimizerConfig(**OmegaConf.to_container(cfg.optimizer, resolve=True))
     return _execute(RunInputs(
-        model=ModelRecipe(model_factory, optimizer_factory(opt_cfg), grad_clip=opt_cfg.grad_clip,
+        model=ModelRecipe(model_factory, optimizer_factory(opt_cfg, fused=cfg.trainer.compile),
+                          grad_clip=opt_cfg.grad_clip,
                           # build_model's own arguments: the record rebuilds the model
                           config={"input_dim": input_dim, **model_options(model_cfg)}),
         spec=spec, splits=splits,
@@ -334,7 +335,7 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
                          else {"name": "custom", "objective": str(problem.objective)})
     config["data"] = {"name": splits.metadata.get("name", "custom"), "protected": protected}
     return _execute(RunInputs(
-        model=_user_model(model, optimizer), spec=problem, splits=splits,
+        model=_user_model(model, optimizer, fused=trainer.compile), spec=problem, splits=splits,
         protected=protected, algorithm=algorithm, trainer=trainer, seed=seed, device=device,
         run_dir=Path(run_dir) if run_dir is not None else None, config=clean_numbers(config),
         baseline=BaselineSource(scores=baseline_scores)))
@@ -374,13 +375,14 @@ def _one_job(tune: str | None) -> None:
                           "fit() train one job: leave trainer.tune=null")
 
 
-def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
-                ) -> ModelRecipe:
-    """The recipe of ``fit``: the user's module (and optimizer) first, then fresh copies of
-    its initial state (with a fresh optimizer of the same kind) for the helper models."""
+def _user_model(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, *,
+                fused: bool = False) -> ModelRecipe:
+    """The recipe of ``fit``: the user's module (and optimizer; ``None``: Adam, ``fused``
+    under ``trainer.compile``) first, then fresh copies of its initial state (with a fresh
+    optimizer of the same kind) for the helper models."""
     initial = copy.deepcopy(model)
     if optimizer is None:
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, fused=fused or None)
     opt_cls, opt_defaults = type(optimizer), dict(optimizer.defaults)
     first = [True]
 
@@ -418,10 +420,14 @@ def resolve_device(device: str) -> torch.device:
 TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
     "adagrad": torch.optim.Adagrad}
+# those with a step counter, which torch's fused kernels keep on the device
+FUSED_OPTIMIZERS = ("adam", "adamw", "adagrad")
 
 
-def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
-    """A function ``params -> torch optimizer`` for an optimizer config.
+def optimizer_factory(cfg: OptimizerConfig, *, fused: bool = False) -> OptimizerFactory:
+    """A function ``params -> torch optimizer`` for an optimizer config; ``fused``: Adam,
+    AdamW and Adagrad on torch's fused kernel (the same update, with the step count on the
+    device: what a captured step, ``trainer.compile``, needs).
 
     Example:
         >>> import torch
@@ -434,6 +440,8 @@ def optimizer_factory(cfg: OptimizerConfig) -> OptimizerFactory:
         if cfg.name not in TORCH_OPTIMIZERS:
             raise ConfigError(f"optimizer.name={cfg.name!r}: unknown optimizer")
         extra = {"momentum": cfg.momentum} if cfg.name == "sgd" else {}
+        if fused and cfg.name in FUSED_OPTIMIZERS:
+            extra["fused"] = True
         return TORCH_OPTIMIZERS[cfg.name](params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                           **extra)
     return make
@@ -881,6 +889,11 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
         except ValueError as e:       # e.g. another world size: the message names the remedy
             raise ConfigError(f"trainer.resume: {e}") from e
         engine.last_checkpoint = ctx.checkpoint_path
+    if trainer.compile:      # after the resume: the graph reads the tensors loaded there
+        try:
+            engine.capture_steps()
+        except ValueError as e:
+            raise ConfigError(f"trainer.compile=true: {e}") from e
     return Game(model, copt, engine, logger, data, rows_file, steps)
 
 

@@ -91,6 +91,13 @@ def test_recorded_step_replays_eager_bit_for_bit_with_running_denominators() -> 
 
 
 
+def test_fused_adam_keeps_its_step_count_on_the_device_and_replays_bit_for_bit() -> None:
+    # Adam's non-fused CPU step reads its step count on the host (refused below); the fused
+    # kernel reads the device tensor, so the bias correction advances on every replay.
+    fused = lambda p: torch.optim.Adam(p, lr=0.01, fused=True)  # noqa: E731
+    assert _compare("mlp", 100, compile=False, opt=fused) == 0.0
+
+
 def test_capture_refuses_what_it_cannot_replay() -> None:
     model, copt, step = _game("linear", _data(),
                               opt=lambda p: torch.optim.Adam(p, lr=0.01))
@@ -154,6 +161,17 @@ def test_compiled_cpu_step_equals_eager(kind: str) -> None:
     if capture_module.cxx_compiler() is None:
         pytest.fail("no C++ compiler for inductor on this machine")
     assert _compare(kind, 100, compile=True) <= 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "Adagrad"])
+def test_compiled_cpu_step_with_a_fused_optimizer_equals_eager(name: str) -> None:
+    # inductor compiles the fused kernels as plain ops (fairgames.game.fused_steps)
+    if capture_module.cxx_compiler() is None:
+        pytest.fail("no C++ compiler for inductor on this machine")
+    opt = lambda p: getattr(torch.optim, name)(p, lr=0.01, weight_decay=0.01,  # noqa: E731
+                                               fused=True)
+    assert _compare("linear", 100, compile=True, opt=opt) <= 1e-6
 
 
 @pytest.mark.gpu
