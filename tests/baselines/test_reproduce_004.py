@@ -30,11 +30,33 @@ def test_every_cells_overrides_compose_to_a_valid_config(rep):
         cfg = compose(rep.overrides(data, method, noise, split, 150))
         validate(cfg)
         assert cfg.data.paper == "004" and cfg.seed == split and cfg.trainer.steps == 150
-        assert cfg.robust.name == {"dro": "dro", "sa": "soft_assignments"}.get(method, "none")
+        assert cfg.robust.name == {"dro": "dro", "dro_authors": "dro",
+                                   "sa": "soft_assignments"}.get(method, "none")
+        if cfg.robust.name == "dro":
+            assert cfg.robust.projection == ("authors" if method == "dro_authors" else "exact")
         assert cfg.data.noise == noise
         assert cfg.problem.name == ("error" if method == "unconstrained"
                                     else rep.DATASETS[data].problem)
-    assert len(rep.plan(quick=False, only=None)) == 2 * 10 * (2 + 5 * 3)
+        # §3.1: the group column the run sees is a feature (without it Credit's true-group
+        # oracle paid 0.009 error over the paper's at 750 steps)
+        assert cfg.data.include_protected is True
+    assert len(rep.plan(quick=False, only=None)) == 2 * 10 * (2 + 5 * 4)
+    assert len(rep.plan(True, ["adult"], splits=1, noises=rep.NOISE)) == 2 + 5 * 4
+
+
+def test_quick_and_full_runs_play_the_papers_750_steps(rep, monkeypatch, tmp_path):
+    class Stop(Exception):
+        pass
+
+    def first_cell(data, method, noise, split, steps):
+        raise Stop(steps)
+
+    monkeypatch.setattr(rep, "RESULTS", tmp_path)
+    monkeypatch.setattr(rep, "run_cell", first_cell)
+    for argv in (["--quick"], []):
+        with pytest.raises(Stop) as stop:
+            rep.main(argv)
+        assert stop.value.args == (750,)
 
 
 def test_group_violations_are_the_signed_tpr_and_fpr_gaps(rep):
@@ -58,3 +80,20 @@ def test_footnote_3_takes_the_group_with_the_largest_mean(rep):
     mean, sd, se = out["error"]
     assert mean == pytest.approx(0.2) and sd == pytest.approx(math.sqrt(0.02))
     assert se == pytest.approx(sd / math.sqrt(2))
+
+
+def test_goal_counts_read_error_and_the_one_se_rule(rep):
+    def row(method, noise, err, viol, se=0.001):
+        return {"data": "adult", "method": method, "noise": noise,
+                "ours": {"error": (err, 0.0, 0.001), "true_violation": (viol, 0.0, se)}}
+
+    rows = [row("dro", 0.1, 0.152, 0.0009),        # at the paper's error, within one SE: pass
+            row("dro", 0.2, 0.199, 0.0011),        # violation above one SE: fail
+            row("sa", 0.1, 0.1481, -0.01),         # error above the paper's 0.148: fail
+            row("dro_authors", 0.1, 0.15, -0.01),  # pass
+            row("naive", 0.1, 0.14, 0.1),          # no paper number: not counted
+            row("true_group", None, 0.1500, -0.05), row("unconstrained", None, 0.1507, 0.0)]
+    got = rep.goal_counts({"rows": rows})
+    assert got == {"dro + sa": "1 of 3 run (paper: 20)",
+                   "dro_authors + sa": "1 of 2 run (paper: 20)",
+                   "baselines within 0.005": "1 of 2"}
