@@ -16,30 +16,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import torch
 
-
-def _sibling(name: str) -> ModuleType:
-    """The benchmark script ``name`` beside this one, as a private module (not under its own
-    name in ``sys.modules``, where a test's fresh copy of that script would meet it)."""
-    spec = importlib.util.spec_from_file_location(f"_{name}", Path(__file__).with_name(
-        f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ttq = _sibling("time_to_quality")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import time_to_quality as ttq  # noqa: E402  (the job, its scoring and timing)
 
 FEASIBLE_BELOW = ttq.FEASIBLE_BELOW
 
