@@ -37,6 +37,7 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
+from fairgames.game.ideal_soft import IdealSettings
 from fairgames.game.players.base import Player
 from fairgames.game.players.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
 from fairgames.game.players.soft_assignments import SOFT_TIMINGS
@@ -81,12 +82,13 @@ class RobustConfig:
     ascent: str = "unscaled"
     projection_iterations: int = 20
     timing: str = "before_theta"
-    rounds: int = 5
-    theta_steps: int = 10
-    tau: float = 0.05
-    penalty_radius: float | None = None
-    multiplier_lr: float | None = 5.0    # the ideal preset's (IdealSettings' defaults)
-    radius: float | None = 20.0
+    # the ideal preset's settings default to IdealSettings' own (one set of defaults)
+    rounds: int = IdealSettings.rounds
+    theta_steps: int = IdealSettings.theta_steps
+    tau: float = IdealSettings.tau
+    penalty_radius: float | None = IdealSettings.penalty_radius
+    multiplier_lr: float | None = IdealSettings.multiplier_lr
+    radius: float | None = IdealSettings.radius
 
 
 def check_robust(c: Any, check: Checks) -> None:
