@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trees import numbers
 
 from fairgames.data import make_synthetic
 from fairgames.game import capture as capture_module
@@ -14,18 +15,6 @@ STEPS = ("problem=equal_opportunity", "trainer.steps=100", "trainer.tensorboard=
          "trainer.checkpoint_every=0", "trainer.bootstrap=0")
 
 
-def _numbers(tree, path=""):
-    """Every number of a JSON tree, by its path."""
-    if isinstance(tree, dict):
-        for k, v in tree.items():
-            yield from _numbers(v, f"{path}/{k}")
-    elif isinstance(tree, list):
-        for i, v in enumerate(tree):
-            yield from _numbers(v, f"{path}/{i}")
-    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
-        yield path, float(tree)
-
-
 def _differences(a, b) -> dict[str, float]:
     """θ's, λ's and the results' largest differences between two runs."""
     theta = max((t1 - t2).abs().max().item() for t1, t2 in zip(
@@ -33,7 +22,7 @@ def _differences(a, b) -> dict[str, float]:
     lam_a, lam_b = a.results["training"]["multipliers"], b.results["training"]["multipliers"]
     assert lam_a.keys() == lam_b.keys()
     lam = max(abs(lam_a[k] - lam_b[k]) for k in lam_a)
-    sa, sb = dict(_numbers(a.results["solutions"])), dict(_numbers(b.results["solutions"]))
+    sa, sb = numbers(a.results["solutions"]), numbers(b.results["solutions"])
     assert sa.keys() == sb.keys() and len(sa) > 50
     figures = max(abs(sa[k] - sb[k]) for k in sa)
     return {"theta": theta, "lambda": lam, "figures": figures}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from script_loader import load_script
+from trees import leaves, numbers
 
 from fairgames.train import ConfigError, run, validate
 
@@ -28,23 +29,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _leaves(tree, prefix=""):
-    """Every leaf of a nested dict / list, by path."""
-    if isinstance(tree, dict):
-        items = tree.items()
-    elif isinstance(tree, list):
-        items = enumerate(tree)
-    else:
-        return {prefix: tree}
-    return {k: v for key, sub in items for k, v in _leaves(sub, f"{prefix}/{key}").items()}
-
-
-def _numbers(tree):
-    """Every number of a JSON tree, by path."""
-    return {k: float(v) for k, v in _leaves(tree).items()
-            if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _env() -> dict[str, str]:
@@ -82,7 +66,7 @@ def test_torchrun_with_two_ranks_is_the_one_process_run(tmp_path):
     ours = json.loads((runs[0] / "results.json").read_text())
     theirs = json.loads((tmp_path / "single" / "results.json").read_text())
     assert ours["training"]["steps"] == theirs["training"]["steps"] == 10
-    mine, reference = _numbers(ours["solutions"]), _numbers(theirs["solutions"])
+    mine, reference = numbers(ours["solutions"]), numbers(theirs["solutions"])
     assert mine.keys() == reference.keys() and len(mine) > 20
     for key, value in reference.items():
         assert math.isclose(mine[key], value, rel_tol=0, abs_tol=1e-5), key
@@ -100,7 +84,7 @@ def test_torchrun_with_two_ranks_is_the_one_process_run(tmp_path):
 
 def _tensors(tree):
     """Every floating-point tensor of a checkpoint's state, by path."""
-    return {k: v for k, v in _leaves(tree).items()
+    return {k: v for k, v in leaves(tree).items()
             if isinstance(v, torch.Tensor) and v.is_floating_point()}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from trees import leaves
 
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
@@ -50,17 +51,6 @@ def _ranks(out: Path, mode: str) -> list[dict]:
     return [torch.load(out / f"{mode}_rank{r}.pt", weights_only=False) for r in (0, 1)]
 
 
-def _leaves(tree, prefix=""):
-    """Every leaf of a nested state, by path."""
-    if isinstance(tree, dict):
-        items = tree.items()
-    elif isinstance(tree, list | tuple):
-        items = enumerate(tree)
-    else:
-        return {prefix: tree}
-    return {k: v for key, sub in items for k, v in _leaves(sub, f"{prefix}/{key}").items()}
-
-
 def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
@@ -69,7 +59,7 @@ def _same(a, b) -> bool:
 
 def _assert_bitwise(a: dict, b: dict, parts=("model", "game", "sampler", "step")) -> None:
     for part in parts:
-        left, right = _leaves(a[part], part), _leaves(b[part], part)
+        left, right = leaves(a[part], part), leaves(b[part], part)
         assert left.keys() == right.keys() and left, part
         for key in left:
             assert _same(left[key], right[key]), key
