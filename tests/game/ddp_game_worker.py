@@ -1,10 +1,11 @@
 """One process of the data-parallel game test (tests/game/test_game_distributed.py).
 
-``python ddp_game_worker.py OUT RANK WORLD PORT`` plays 50 steps of two games on this rank's
+``python ddp_game_worker.py OUT RANK WORLD STORE`` plays 50 steps of two games on this rank's
 shard of a fixed global batch under ``DistributedDataParallel`` with
 ``ConstrainedOptimizer(process_group="default")`` (gloo, one torch thread) and saves the
 final state to ``OUT/rank<RANK>.pt``; ``RANK = -1`` plays the same games in one process on
-the concatenated batch (the reference, ``OUT/reference.pt``). The shards are uneven (150 and
+the concatenated batch (the reference, ``OUT/reference.pt``). The ranks meet through the
+file ``STORE`` (a ``file://`` rendezvous: no port to race for). The shards are uneven (150 and
 90 rows) and group ``c`` has no row on rank 1. Steps after the first run under
 ``no_host_sync()``, and the game's ``all_reduce`` calls are counted per step.
 """
@@ -100,13 +101,13 @@ def play(name: str, rows: slice, distributed: bool) -> dict:
 
 
 def main() -> None:
-    out, rank, world, port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    out, rank, world, store = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     torch.set_num_threads(1)
     if rank < 0:
         results = {name: play(name, slice(None), False) for name in GAMES}
         torch.save(results, out / "reference.pt")
         return
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
     try:
         start = sum(SHARDS[:rank])

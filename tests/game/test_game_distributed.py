@@ -4,7 +4,6 @@ play the game of one process on the concatenated batch — with one collective p
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,21 +19,15 @@ from fairgames.rates import error_rate, group, true_positive_rate
 WORKER = Path(__file__).with_name("ddp_game_worker.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def played(tmp_path_factory):
     """The worker's results: ``rank0``, ``rank1`` and the one-process ``reference``."""
     out = tmp_path_factory.mktemp("ddp")
-    port = str(_free_port())
+    store = str(out / "store")
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]),
                                           os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(rank), "2", port],
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(rank), "2", store],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
              for rank in (0, 1, -1)]

@@ -1,6 +1,6 @@
 """One rank of the data-parallel engine tests (tests/train/test_train_distributed_resume.py).
 
-``python ddp_engine_worker.py OUT RANK WORLD PORT MODE`` trains a linear model on a synthetic
+``python ddp_engine_worker.py OUT RANK WORLD STORE MODE`` trains a linear model on a synthetic
 split with the :class:`~fairgames.train.engine.Engine` (minibatches of 64 global rows, the
 proxy-Lagrangian with ratio slacks on F1 parity, gloo, one torch thread) under
 ``DistributedDataParallel``, rank 0 writing checkpoints to ``OUT/run``. ``MODE``:
@@ -10,8 +10,9 @@ proxy-Lagrangian with ratio slacks on F1 parity, gloo, one torch thread) under
 * ``resume``: every rank loads ``OUT/run/checkpoint.pt`` and trains on to ``2T``;
 * ``signal``: ``2T`` steps, but rank 1 (only) sends itself SIGTERM after step ``T - 3``.
 
-Each rank saves its engine state (θ, the game, the sampler) and how it ended to
-``OUT/<MODE>_rank<RANK>.pt``.
+The ranks meet through the file ``STORE`` (a gloo ``file://`` rendezvous: no port to
+race for on a shared machine). Each rank saves its engine state (θ, the game, the sampler)
+and how it ended to ``OUT/<MODE>_rank<RANK>.pt``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def engine(out: Path, rank: int, world: int) -> Engine:
 
 
 def main() -> None:
-    out, rank, world, port, mode = (Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+    out, rank, world, store, mode = (Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                     sys.argv[4], sys.argv[5])
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
     try:
         e = engine(out, rank, world)

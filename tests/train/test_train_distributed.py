@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,12 +24,6 @@ OVERRIDES = ("data=synthetic", "data.n=600", "trainer=smoke", "trainer.steps=10"
              "trainer.batch_size=96", "trainer.bootstrap=0")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env() -> dict[str, str]:
     """This checkout first on the path, one torch thread per process, no torchrun variables."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
@@ -46,7 +39,7 @@ def test_torchrun_with_two_ranks_is_the_one_process_run(tmp_path):
     work.mkdir()
     commands = {
         "ddp": ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                 "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+                 "--standalone",
                  str(ROOT / "scripts" / "train.py"), *OVERRIDES, "trainer.distributed=true",
                  # a directory per rank, as Hydra's ${now} may give them
                  "hydra.run.dir=runs/rank${oc.env:RANK}"], work),
@@ -121,7 +114,7 @@ def test_the_ddp_example_on_two_ranks_is_its_one_process_run(capsys):
     assert not torch.distributed.is_initialized()
     launched = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+         "--standalone",
          str(ROOT / "examples" / "custom_module_ddp.py"), "--quick"],
         env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert launched.returncode == 0, launched.stderr[-3000:]
@@ -134,9 +127,9 @@ def test_the_ddp_example_on_two_ranks_is_its_one_process_run(capsys):
 def test_sigterm_to_torchrun_stops_every_rank_with_a_checkpoint_that_resumes(tmp_path):
     # torchrun forwards SIGTERM to both ranks: they stop at the same log step, rank 0 writes
     # the checkpoint, no rank waits in a collective; the run resumes on 2 ranks from there
-    work, port = tmp_path, str(_free_port())
+    work = tmp_path
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                "--master_addr", "127.0.0.1", "--master_port", port,
+                "--standalone",
                 str(ROOT / "scripts" / "train.py")]
     run_dir = work / "runs" / "rank0"
     proc = subprocess.Popen([*torchrun, *OVERRIDES[:3], "trainer.steps=100000",
@@ -163,7 +156,7 @@ def test_sigterm_to_torchrun_stops_every_rank_with_a_checkpoint_that_resumes(tmp
     assert f"SIGTERM at step {saved['step']}:" in err
     assert ("resume with: torchrun --nproc_per_node 2 scripts/train.py "
             f"trainer.distributed=true trainer.resume={run_dir}") in err
-    resumed = subprocess.run([*torchrun[:-2], str(_free_port()), torchrun[-1],
+    resumed = subprocess.run([*torchrun,
                               "trainer.distributed=true", f"trainer.resume={run_dir}",
                               f"trainer.stop_after={saved['step'] + 10}"],
                              cwd=work, env=_env(), capture_output=True, text=True, timeout=300,

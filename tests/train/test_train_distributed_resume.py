@@ -5,7 +5,6 @@ checkpoint made on 2 ranks resumes on 2 ranks bit for bit (tests/train/ddp_engin
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,18 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 T, LOG_EVERY = 10, 5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ranks(out: Path, mode: str) -> list[dict]:
     """Run the worker's ``mode`` on 2 ranks; each rank's saved outcome."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(rank), "2", port,
+    store = str(out / f"store-{mode}")      # a fresh rendezvous file per launch
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(rank), "2", store,
                                mode], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
     try:
