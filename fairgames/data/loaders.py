@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,73 @@ def load(
     """
     if name == "synthetic":
         return _load_synthetic(protected, target, split, seed, validation_fraction)
+    c = _resolve(name, protected, target, split, include_protected, validation_fraction,
+                 paper, rows)
+    frame, res = read_raw(name, root=root)
+    n_filtered = len(frame)
+    if c.recipe.row_filter is not None:
+        frame = c.recipe.row_filter(frame)
+    frame = _sample_rows(frame, rows, seed, name)
+    tgt = c.definition.targets[c.target]
+    labels = np.asarray(tgt.values(frame), dtype=np.float64)
+    codes = {a: np.asarray(attr.codes(frame), dtype=np.int64)
+             for a, attr in c.definition.attributes.items()}
+    group_names = {a: list(v.values) for a, v in c.definition.attributes.items()}
+    if noise is not None:
+        codes, group_names = _with_noise(codes, group_names, c.protected, noise, noise_seed)
+    strata = _strata(c.recipe.stratify, labels, codes[c.protected], tgt.kind)
+    train, val, test = _split_indices(frame, c, strata, seed)
+    _check_split_sizes(name, res, len(frame), {"train": train, "test": test}
+                       | ({"validation": val} if c.validation_fraction else {}))
+    x, names, fitted = _features(frame, c, train, codes[c.protected], noised=noise is not None)
+    full = TabularDataset(
+        features=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+        labels=torch.from_numpy(labels.astype(np.float32)),
+        label_kind=tgt.kind,
+        groups={a: torch.from_numpy(v) for a, v in codes.items()},
+        group_names=group_names,
+        feature_names=names,
+        label_name=c.target,
+        name=name,
+    )
+    metadata = _metadata(c, seed, res, fitted, {"train": train, "validation": val, "test": test})
+    metadata["rows"] = {"raw": None, "after_filters": n_filtered, "sampled": rows,
+                        "used": len(frame), "train": len(train), "validation": len(val),
+                        "test": len(test)}
+    if noise is not None:
+        metadata["noise"] = {"attribute": c.protected, "fraction": float(noise),
+                             "seed": int(noise_seed),
+                             "true_attribute": true_attribute(c.protected)}
+    return DatasetSplits(
+        train=full.subset(torch.from_numpy(train)),
+        validation=full.subset(torch.from_numpy(val)),
+        test=full.subset(torch.from_numpy(test)),
+        metadata=metadata,
+    )
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """One :func:`load` call's arguments resolved against the data set and its recipe (the
+    recipe's values unless given) and checked."""
+
+    name: str
+    definition: DatasetDef
+    recipe: Recipe
+    paper: str | None
+    protected: str
+    target: str
+    mode: str
+    include: bool
+    validation_fraction: float
+    test_fraction: float
+
+
+def _resolve(name: str, protected: str | None, target: str | None, split: str,
+             include_protected: bool | None, validation_fraction: float | None,
+             paper: str | None, rows: int | None) -> _Choice:
+    """The arguments of :func:`load` checked, each defaulting to the recipe's; a clear
+    :class:`DataArgumentError` at the first bad one."""
     d = _definition(name)
     if paper is not None:
         paper = str(paper).zfill(3) if str(paper).isdigit() else str(paper)
@@ -210,97 +278,78 @@ def load(
     # a recipe's None means "the data set's own share" (an official-split recipe re-split at random)
     test_fraction = (d.random_test_fraction if recipe.test_fraction is None
                      else recipe.test_fraction)
+    return _Choice(name, d, recipe, paper, protected, target, mode, include, vfrac,
+                   test_fraction)
 
-    frame, res = read_raw(name, root=root)
-    n_filtered = len(frame)
-    if recipe.row_filter is not None:
-        frame = recipe.row_filter(frame)
-    frame = _sample_rows(frame, rows, seed, name)
-    tgt = d.targets[target]
-    labels = np.asarray(tgt.values(frame), dtype=np.float64)
-    codes = {a: np.asarray(attr.codes(frame), dtype=np.int64) for a, attr in d.attributes.items()}
-    attr = d.attributes[protected]
-    group_names = {a: list(v.values) for a, v in d.attributes.items()}
-    if noise is not None:
-        codes, group_names = _with_noise(codes, group_names, protected, noise, noise_seed)
-    strata = _strata(recipe.stratify, labels, codes[protected], tgt.kind)
 
-    # ---- split indices (CPU, numpy default_rng)
-    n = len(frame)
-    if mode == "official":
-        test = np.flatnonzero(frame["part"].to_numpy() == "test")
-        pool = np.flatnonzero(frame["part"].to_numpy() != "test")
+def _split_indices(frame: Any, c: _Choice, strata: np.ndarray | None, seed: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train, validation, test)`` row indices (CPU, numpy ``default_rng``): the official
+    test rows or a seeded (stratified) test share, then validation from the rest."""
+    if c.mode == "official":
+        part = frame["part"].to_numpy()
+        test, pool = np.flatnonzero(part == "test"), np.flatnonzero(part != "test")
     else:
-        pool, test = random_split(n, (1.0 - test_fraction, test_fraction), seed=[seed, 0],
-                                  stratify=strata)
+        pool, test = random_split(len(frame), (1.0 - c.test_fraction, c.test_fraction),
+                                  seed=[seed, 0], stratify=strata)
     sub = None if strata is None else strata[pool]
+    vfrac = c.validation_fraction
     tr, va = random_split(len(pool), (1.0 - vfrac, vfrac), seed=[seed, 1], stratify=sub)
-    train, val = pool[tr], pool[va]
-    _check_split_sizes(name, res, n, {"train": train, "test": test}
-                       | ({"validation": val} if vfrac else {}))
+    return pool[tr], pool[va], test
 
-    # ---- features (fitted on the training rows)
-    dropped = set(tgt.columns)
-    # with noise the raw columns hold the TRUE groups: only the noisy codes may be a feature
-    as_feature = recipe.group_as_feature or noise is not None
-    if not include or as_feature:
+
+def _features(frame: Any, c: _Choice, train: np.ndarray, group: np.ndarray, *, noised: bool
+              ) -> tuple[np.ndarray, list[str], Any]:
+    """The encoded features (encoders fitted on the training rows), their names and the
+    fitted encoders. With noise the raw columns hold the TRUE groups: only the noisy codes
+    ``group`` may then be a feature."""
+    attr = c.definition.attributes[c.protected]
+    dropped = set(c.definition.targets[c.target].columns)
+    as_feature = c.recipe.group_as_feature or noised
+    if not c.include or as_feature:
         dropped |= set(attr.columns)
-    cols = [c for c in recipe.features(frame) if c.name not in dropped]
+    cols = [col for col in c.recipe.features(frame) if col.name not in dropped]
     x, names, fitted = encode(frame, cols, train)
-    if include and as_feature:
-        g = codes[protected]
+    if c.include and as_feature:
         if len(attr.values) == 2:
-            extra = g.astype(np.float32)[:, None]
-            names = [*names, f"{protected}={attr.values[1]}"]
+            extra = group.astype(np.float32)[:, None]
+            names = [*names, f"{c.protected}={attr.values[1]}"]
         else:
-            extra = np.eye(len(attr.values), dtype=np.float32)[g]
-            names = [*names, *[f"{protected}={v}" for v in attr.values]]
+            extra = np.eye(len(attr.values), dtype=np.float32)[group]
+            names = [*names, *[f"{c.protected}={v}" for v in attr.values]]
         x = np.concatenate([x, extra], axis=1)
+    return x, names, fitted
 
-    full = TabularDataset(
-        features=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
-        labels=torch.from_numpy(labels.astype(np.float32)),
-        label_kind=tgt.kind,
-        groups={a: torch.from_numpy(c) for a, c in codes.items()},
-        group_names=group_names,
-        feature_names=names,
-        label_name=target,
-        name=name,
-    )
-    metadata: dict[str, Any] = {
-        "name": name,
+
+def _metadata(c: _Choice, seed: int, res: Resolution, fitted: Any,
+              indices: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The splits' ``metadata``: what was loaded, from where and how (rows and noise are
+    added by :func:`load`)."""
+    d, tgt = c.definition, c.definition.targets[c.target]
+    return {
+        "name": c.name,
         "title": d.title,
-        "paper": paper,
-        "protected": protected,
-        "target": target,
+        "paper": c.paper,
+        "protected": c.protected,
+        "target": c.target,
         "label_kind": tgt.kind,
         "label_description": tgt.description,
-        "include_protected": include,
-        "split": mode,
+        "include_protected": c.include,
+        "split": c.mode,
         "seed": int(seed),
-        "test_fraction": None if mode == "official" else test_fraction,
-        "validation_fraction": float(vfrac),
-        "stratify": recipe.stratify,
-        "preprocessing": recipe.description,
+        "test_fraction": None if c.mode == "official" else c.test_fraction,
+        "validation_fraction": float(c.validation_fraction),
+        "stratify": c.recipe.stratify,
+        "preprocessing": c.recipe.description,
         "filters": d.filter_description,
-        "rows": {"raw": None, "after_filters": n_filtered, "sampled": rows, "used": n,
-                 "train": len(train), "validation": len(val), "test": len(test)},
+        "rows": None,
         "source": res.source.name,
         "source_description": res.source.description,
         "sources": [f.as_dict() for f in res.files.values()],
         "encoders": fitted,
-        "split_indices": {"train": train, "validation": val, "test": test},
+        "split_indices": indices,
         "attributes": {a.name: a.description for a in d.attributes.values()},
     }
-    if noise is not None:
-        metadata["noise"] = {"attribute": protected, "fraction": float(noise),
-                             "seed": int(noise_seed), "true_attribute": true_attribute(protected)}
-    return DatasetSplits(
-        train=full.subset(torch.from_numpy(train)),
-        validation=full.subset(torch.from_numpy(val)),
-        test=full.subset(torch.from_numpy(test)),
-        metadata=metadata,
-    )
 
 
 def _with_noise(codes: dict[str, np.ndarray], names: dict[str, list[str]], protected: str,
