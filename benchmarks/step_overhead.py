@@ -172,7 +172,7 @@ def make_columns(kind: str, k: int, device: torch.device, with_baselines: bool,
 
         try:
             steps_of["game_captured"] = copt.capture(game_step)
-        except ValueError as refused:     # sparse constraint rows (K = 1 024)
+        except ValueError as refused:     # what capture() cannot replay (named)
             print(f"{kind} K={k}: not captured: {refused}")
 
     cooper: Callable[[], None] | str | None = None

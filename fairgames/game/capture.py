@@ -53,7 +53,7 @@ import torch
 
 from .fused_steps import DECOMPOSITIONS
 from .history import StepRecord
-from .sparse import RowMatrix
+from .sparse import recordable_products
 
 if TYPE_CHECKING:
     from .optimizer import ConstrainedOptimizer
@@ -86,12 +86,6 @@ def check_capturable(copt: ConstrainedOptimizer) -> None:
     if copt._optimizer_step_pre_hooks or copt._optimizer_step_post_hooks:
         raise ValueError("capture() with optimizer step hooks: a recorded step would not call "
                          "them; remove them (register_history_hook runs on every replay)")
-    terms = copt.terms
-    parts = terms.modules() if isinstance(terms, torch.nn.Module) else vars(terms).values()
-    if any(isinstance(m, RowMatrix) and m.sparse for m in parts):
-        raise ValueError("capture() of a game with sparse constraint rows (rows × leaves ≥ "
-                         "fairgames.game.sparse.SPARSE_ENTRIES): make_fx cannot record "
-                         "sparse CSR tensors; train this game eagerly")
     opt = copt.model_optimizer
     # torch's fused kernels (Adam, AdamW, Adagrad; CPU and CUDA) keep the step count on the
     # device and read it there, as capturable=True does (CUDA only)
@@ -159,8 +153,12 @@ class CapturedStep:
         try:
             # inductor cannot compile the fused optimizer kernels' in-place updates of the
             # graph's constants: record them as plain ops then (fairgames.game.fused_steps)
-            graph = make_fx(lambda: self._traced(), tracing_mode="real",
-                            decomposition_table=DECOMPOSITIONS if self.compiled else None)()
+            # sparse constraint rows are recorded as gathers and index_adds (sparse.py)
+            terms = copt.terms
+            with recordable_products(terms.modules() if isinstance(terms, torch.nn.Module)
+                                     else vars(terms).values()):
+                graph = make_fx(lambda: self._traced(), tracing_mode="real",
+                                decomposition_table=DECOMPOSITIONS if self.compiled else None)()
         finally:
             copt._step_counter = None
         self._played = copt.steps

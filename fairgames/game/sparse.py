@@ -21,7 +21,8 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -30,6 +31,25 @@ SPARSE_ENTRIES = 1 << 18
 leaf): below it, a dense mat-vec is as fast and keeps the recorded trajectories exact."""
 
 Row = Mapping[int, float] | Sequence[float]
+
+_RECORDING = [False]
+
+
+@contextmanager
+def recordable_products(modules: Iterable[torch.nn.Module] = ()) -> Iterator[None]:
+    """Sparse row matrices multiply by a gather and an ``index_add`` of their COO entries
+    (O(nnz), the same products up to the summation order) instead of a CSR mat-vec: a
+    graph recorder (``make_fx``, for :meth:`ConstrainedOptimizer.capture`) cannot trace
+    sparse tensors, dense device ops it can. The sparse row matrices among ``modules`` get
+    their entries' rows made first (a recording would otherwise make them on every replay)."""
+    for m in modules:
+        if isinstance(m, RowMatrix) and m.sparse:
+            m.entry_rows()
+    previous, _RECORDING[0] = _RECORDING[0], True
+    try:
+        yield
+    finally:
+        _RECORDING[0] = previous
 
 
 def is_sparse_size(rows: int, cols: int) -> bool:
@@ -103,13 +123,23 @@ class RowMatrix(torch.nn.Module):
         return out
 
     def _coo(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        rows = torch.repeat_interleave(torch.arange(self.shape[0], device=self.crow.device),
-                                       self.crow.diff())
-        return rows, self.col, self.val
+        return self.entry_rows(), self.col, self.val
+
+    def entry_rows(self) -> torch.Tensor:
+        """Each stored entry's row (CSR keeps only the row starts), cached while the buffers
+        stay the same tensors: the recordable product's ``index_add`` target. Made before a
+        step is recorded, so that the recording reads it as a constant."""
+        key = (self.crow.device, self.crow.data_ptr())
+        cached = self.__dict__.get("_entry_rows")
+        if cached is None or cached[0] != key:
+            rows = torch.repeat_interleave(
+                torch.arange(self.shape[0], device=self.crow.device), self.crow.diff())
+            self.__dict__["_entry_rows"] = cached = (key, rows)
+        return cached[1]
 
     def __getstate__(self) -> dict:
         # the cached CSR view cannot be copied (torch has no storage for it): made again
-        return {k: v for k, v in self.__dict__.items() if k != "_csr_view"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_csr_view", "_entry_rows")}
 
     @property
     def nnz(self) -> int:
@@ -133,6 +163,9 @@ class RowMatrix(torch.nn.Module):
         if not self.sparse:
             return torch.mv(self.matrix if x.dtype == self.matrix.dtype
                             else self.matrix.to(x.dtype), x)
+        if _RECORDING[0]:
+            out = torch.zeros(self.shape[0], dtype=x.dtype, device=x.device)
+            return out.index_add_(0, self.entry_rows(), self.val.to(x.dtype) * x[self.col])
         return torch.mv(self.csr(x.dtype), x)
 
     def dense(self) -> torch.Tensor:

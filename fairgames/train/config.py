@@ -723,7 +723,7 @@ def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
 def _check_trainer_compile(c: DictConfig, check: Checks) -> None:
     """What a recorded step cannot replay, known from the config alone (algorithm=reduction
     and robust=soft_assignments_ideal refuse it with their other trainer keys; the game's own
-    refusals, e.g. sparse constraint rows, come when it is built)."""
+    refusals, e.g. an optimizer that reads its step on the host, come when it is built)."""
     if c.trainer.compile and c.trainer.distributed:
         check.bad("trainer.compile", True, "the data-parallel game's collective is not "
                   "recorded: set trainer.compile=false with trainer.distributed=true")
