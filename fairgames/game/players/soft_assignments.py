@@ -25,6 +25,11 @@ replaced by the soft memberships. When ``W`` moves is ``timing``:
 
 Either way a step θ skipped (``round.ok``) leaves no trace.
 
+θ's price of the ``W``-dependent rates is not read off the memberships: a prediction flip moves
+an example to the other cell's ``W`` row, so the player takes those leaves out of the fused
+pass's θ loss (``theta_mask``) and adds their linearisation in the cell counts
+(``theta_term``; see ``_cell_surrogate``).
+
 Example:
     >>> import torch
     >>> from fairgames.rates import error_rate, group, true_positive_rate
