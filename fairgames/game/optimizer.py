@@ -249,6 +249,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._weights = self._views["weights"]
         self._transformers = [p for p in self.players
                               if type(p).transform is not Player.transform]
+        # leaves a player takes out of the fused pass's θ loss and adds back as its own term
+        self._theta_terms = [p for p in self.players
+                             if type(p).theta_term is not Player.theta_term]
+        masks = [p.theta_mask for p in self.players if p.theta_mask is not None]
+        self._theta_mask = (torch.stack(masks).prod(0).to(self.device) if masks else None)
         self._needs_surrogate = any("surrogate" in p.needs for p in self.players)
         # torch.optim.Optimizer's own set-up (hooks, state); the groups are the players'.
         super().__init__([{"params": []}], {})
@@ -361,6 +366,10 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
         if self._objective_bound is not None:
             loss = loss + self._objective_bound(batch, omega)
+        for player in self._theta_terms:
+            term = player.theta_term()
+            if term is not None:
+                loss = loss + term
         if autocast:
             with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
                 rec = self._record(values, true, ratios, loss)
@@ -447,7 +456,10 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
             slacks = self._views["slacks"].current(true)
         ratios = t.ratio_values(true) if t.num_linear else None
-        return t.leaf_costs(omega, lam, slacks, ratios), ratios
+        costs = t.leaf_costs(omega, lam, slacks, ratios)
+        if self._theta_mask is not None:     # leaves a player's theta_term covers instead
+            costs = costs * self._theta_mask
+        return costs, ratios
 
     def _rates_loss(self, values: LeafValues, omega: torch.Tensor, lam: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor,
@@ -491,7 +503,13 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             with torch.no_grad():
                 frozen.costs = self.terms.leaf_costs(frozen.omega, frozen.lam,
                                                      *self._ratio_state(values.true.detach()))
+                if self._theta_mask is not None:
+                    frozen.costs = frozen.costs * self._theta_mask
         loss = self.terms.surrogate(frozen.costs, values.upper, values.lower)
+        for player in self._theta_terms:
+            term = player.theta_term()
+            if term is not None:
+                loss = loss + term
         if self.problem.loss is not None:
             loss = loss + frozen.omega * self.problem.loss(batch.scores, batch).float()
         if self._objective_bound is not None:

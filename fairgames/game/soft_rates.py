@@ -100,8 +100,34 @@ class CellRates:
                  ) -> torch.Tensor:
         """``∂/∂W Σ_k costs_k·R_k(W)`` ``[m̂, 4, m]``: ``Σ_k (c_k/D_k)(a_k − R_k·d_k) ⊙ n``
         (a leaf with ``D_k = 0`` contributes nothing)."""
+        return self._unit_gradient(costs, counts, w) * counts.to(w.dtype)[:, :, None]
+
+    def count_gradient(self, costs: torch.Tensor, counts: torch.Tensor, w: torch.Tensor
+                       ) -> torch.Tensor:
+        """``∂/∂n Σ_k costs_k·R_k`` ``[m̂, 4]`` at ``W`` fixed: what one more example in cell
+        ``(k, c)`` adds, ``Σ_j W[k,c,j]·Σ_k (c_k/D_k)(a_k − R_k·d_k)[k,c,j]``. An example whose
+        prediction flips moves from cell ``(k, y)`` to ``(k, 2 + y)``, taking that cell's
+        ``W`` row with it: this difference is θ's true price of the flip.
+
+        Example:
+            >>> import torch
+            >>> from fairgames.rates import group, true_positive_rate
+            >>> from fairgames.game import Problem
+            >>> problem = Problem(true_positive_rate(group("g", "a")))
+            >>> cells = CellRates(problem, "g", ["a", "b"], n_noisy=1)
+            >>> w = torch.tensor([[[0.5, 0.5], [1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]])
+            >>> counts = torch.tensor([[3.0, 4.0, 1.0, 2.0]])   # TPR(a) = 0 at this W
+            >>> cells.count_gradient(torch.ones(1), counts, w)[0, [1, 3]].tolist()
+            [0.0, 0.0]
+        """
+        unit = self._unit_gradient(costs, counts, w)
+        return (unit * w).sum(-1)
+
+    def _unit_gradient(self, costs: torch.Tensor, counts: torch.Tensor, w: torch.Tensor
+                       ) -> torch.Tensor:
+        """``Σ_k (c_k/D_k)(a_k − R_k·d_k)`` ``[m̂, 4, m]`` (``D_k = 0``: nothing)."""
         leaves, den = self.leaves(counts, w)
         some = den > 0
         coef = torch.where(some, costs / torch.where(some, den, torch.ones_like(den)), 0.0)
         grad = coef @ self.num.to(w.dtype) - (coef * leaves) @ self.den.to(w.dtype)
-        return grad.view(self.shape) * counts.to(w.dtype)[:, :, None]
+        return grad.view(self.shape)

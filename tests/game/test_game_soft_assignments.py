@@ -347,6 +347,46 @@ def test_in_a_minibatch_loop_w_is_projected_on_each_batchs_statistics():
     assert float((w - initial_assignments(b.float())).abs().max()) > 0.1
 
 
+def test_thetas_price_of_a_prediction_is_the_exact_change_of_the_rates_of_w():
+    """θ's gradient on an example's score is what flipping its prediction does to the rates
+    at the W played: the flip moves the example to the other cell's W row (a false negative
+    counted as "group 1" may count as "group 0" once predicted positive). The reference
+    recomputes the soft TPR of group 1 with numpy for each example predicted 1 and 0."""
+    rng = np.random.default_rng(11)
+    tpr = lambda v: true_positive_rate(group("g", v))  # noqa: E731
+    problem = Problem(tpr("1"), [(tpr("0") >= 0.0).named("tpr0")])   # λ = 0: ω·TPR_1 only
+    player = SoftAssignmentPlayer("g", torch.tensor([[0.7, 0.4], [0.3, 0.6]]))
+    model = torch.nn.Linear(2, 1)
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1),
+                                preset="lagrangian", players=[player])
+    w = torch.tensor(rng.dirichlet(np.ones(2), size=(2, 4)), dtype=torch.float32)
+    player.load_state_dict({**player.state_dict(), "w": w})
+    n = 400
+    noisy = torch.tensor(rng.integers(0, 2, n))
+    labels = torch.tensor(rng.random(n) < 0.5).float()
+    # |s| < 1: both hinge bounds have slope 1, so the gradient is the price itself
+    scores = torch.tensor(rng.uniform(-0.9, 0.9, n), dtype=torch.float32, requires_grad=True)
+    copt.lagrangian(Batch(scores=scores, labels=labels, groups={"g": noisy},
+                          group_values={"g": ["0", "1"]})).backward()
+    table, k, y = w.numpy().astype(float), noisy.numpy(), labels.numpy()
+    pred = (scores.detach().numpy() > 0).astype(int)
+
+    def tpr_1(p: np.ndarray) -> float:
+        member = table[k, 2 * p + y.astype(int), 1]
+        return float((y * p * member).sum() / (y * member).sum())
+
+    price = np.zeros(n)
+    for i in range(n):
+        up, down = pred.copy(), pred.copy()
+        up[i], down[i] = 1, 0
+        price[i] = tpr_1(up) - tpr_1(down)
+    got = scores.grad.numpy()
+    assert (got[y == 0] == 0).all()
+    # first order in one example of ~200 positives
+    assert np.abs(got - price).max() <= 0.03 * np.abs(price).max(), (
+        np.abs(got - price).max(), np.abs(price).max())
+
+
 def test_before_theta_moves_w_on_the_batchs_own_statistics_before_thetas_loss():
     """Algorithm 4's order: the pass of step t reads the W maximised at θ_t's predictions
     with λ_t — the memberships it saw are those of the W the step leaves, at the cell counts

@@ -111,6 +111,16 @@ class Player:
         """The batch the fused pass sees (default: unchanged)."""
         return batch
 
+    theta_mask: torch.Tensor | None = None
+    """``[K]`` leaf weights (0 or 1) for θ's surrogate, set at ``bind``: the fused pass drops
+    the leaves with weight 0 from θ's loss, whose part the player supplies itself in
+    :meth:`theta_term` (``None``: every leaf stays)."""
+
+    def theta_term(self) -> torch.Tensor | None:
+        """A term added to θ's loss for the batch this player last transformed (default none):
+        e.g. the soft assignments' surrogate of the leaves they masked out."""
+        return None
+
     def play(self, round: Round) -> None:
         """One round of the player's strategy."""
         raise NotImplementedError

@@ -25,6 +25,11 @@ replaced by the soft memberships. When ``W`` moves is ``timing``:
 
 Either way a step θ skipped (``round.ok``) leaves no trace.
 
+θ's price of the ``W``-dependent rates is not read off the memberships: a prediction flip moves
+an example to the other cell's ``W`` row, so the player takes those leaves out of the fused
+pass's θ loss (``theta_mask``) and adds their linearisation in the cell counts
+(``theta_term``; see ``_cell_surrogate``).
+
 Example:
     >>> import torch
     >>> from fairgames.rates import error_rate, group, true_positive_rate
@@ -156,8 +161,15 @@ class SoftAssignmentPlayer(Player):
         self._weights = game.weights
         self._empty = torch.zeros(0, device=dev)
         self._before: tuple[torch.Tensor, ...] | None = None   # the state a skipped step restores
-        if self.timing == "before_theta" and game.weights is None:
-            raise ValueError("timing='before_theta' moves W before θ's loss: it needs the "
+        # θ's price of the W-dependent leaves comes from theta_term (the cells' counts), not
+        # from the fused pass's per-example memberships (see _cell_surrogate)
+        self.theta_mask = (~self.cells.depends).float()
+        self._moving = self.cells.depends.float()
+        self._surrogate = game.problem.make_evaluator().surrogate
+        self._term: torch.Tensor | None = None
+        if game.weights is None:
+            raise ValueError("the soft-assignment player prices θ's moves between cells and "
+                             "(timing='before_theta') moves W before θ's loss: it needs the "
                              "game's (ω, λ) (GameContext.weights)")
 
     def assignments(self) -> torch.Tensor:
@@ -201,18 +213,48 @@ class SoftAssignmentPlayer(Player):
         codes = cell_codes(noisy, batch.scores, batch.labels)
         weights = batch.weights.detach() if batch.weights is not None else None
         counts = cell_counts(codes, self.n_noisy, weights)
+        omega, lam = self._weights()
+        omega, lam = omega.detach(), lam.detach()
         if self.timing == "before_theta":
             if self._before is None:
                 self._before = tuple(x.clone() for x in self._state())
-            omega, lam = self._weights()
             with torch.no_grad():
-                self._ascend(counts, omega.detach(), lam.detach())
+                self._ascend(counts, omega, lam)
         else:
             self._counts += counts
+        self._term = self._cell_surrogate(codes, batch, counts, omega, lam)
         member = memberships(self.w).reshape(-1, self.n_true).index_select(0, codes)
         groups = {**batch.groups, self.attribute: member}
         values = {**batch.group_values, self.attribute: self.true_values}
         return dataclasses.replace(batch, groups=groups, group_values=values)
+
+    def theta_term(self) -> torch.Tensor | None:
+        term, self._term = self._term, None
+        return term
+
+    def _cell_surrogate(self, codes: torch.Tensor, batch: Batch, counts: torch.Tensor,
+                        omega: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+        """θ's surrogate of the W-dependent part of ``Σ_k c_k·R_k``, linear in the cells.
+
+        Why not the memberships the fused pass reads: they are the row of each example's
+        CURRENT cell, so they price a false negative's flip at its own row (say "mostly group
+        j"), while after the flip it counts with the true-positive row, which the adversary
+        has emptied of group j; θ then chases a gain that W takes back at once (the authors'
+        code multiplies each W row by a relaxed count of its cell for this reason). Here each
+        example's flip ``(k, y) → (k, 2 + y)`` is priced at ``Δ = ∂L/∂n[k, 2+y] − ∂L/∂n[k, y]``
+        (:meth:`~fairgames.game.soft_rates.CellRates.count_gradient`, detached) times the
+        surrogate of ``1[s > 0]``, the upper bound where ``Δ > 0`` and the lower where
+        ``Δ < 0`` (sign-correct).
+        """
+        with torch.no_grad():
+            costs = self.terms.leaf_costs(omega, lam, self._empty) * self._moving
+            price = self.cells.count_gradient(costs, counts, memberships(self.w)).reshape(-1)
+            low = codes - 2 * (codes % 4 >= 2).long()          # the cell with ŷ = 0
+            delta = price.index_select(0, low + 2) - price.index_select(0, low)
+            if batch.weights is not None:
+                delta = delta * batch.weights.to(delta.dtype)
+        upper, lower = self._surrogate.bounds(batch.scores.float())
+        return (delta.clamp_min(0) * upper).sum() + (delta.clamp_max(0) * lower).sum()
 
     def _state(self) -> tuple[torch.Tensor, ...]:
         return self.w, self.moment, self.square, self.t
