@@ -365,6 +365,63 @@ class RateEvaluator(torch.nn.Module):
         return a_tab, b_tab, b_col, loss_col
 
     def _compile(self, batch: Batch) -> _Plan:
+        hard, soft = self._factors(batch)
+        factors = hard + soft
+        hard_cells = math.prod(f.size for f in hard)
+        soft_cells = math.prod(f.size for f in soft)
+        cells = hard_cells * soft_cells
+        if cells > MAX_CELLS:
+            raise RatesError(f"the subsets cross {len(factors)} factors into {cells} cells "
+                             f"(> {MAX_CELLS}); split the problem or merge group values")
+        # Coordinates of every cell, in the flat order (hard mixed radix, then soft).
+        grids = np.meshgrid(*[np.arange(f.size) for f in factors], indexing="ij")
+        coords = {f.name: g.reshape(-1) for f, g in zip(factors, grids, strict=True)}
+
+        membership = _Membership(coords, cells, batch).cells
+        members = [membership(s) for s in self.subsets]     # sorted cell ids per subset
+        # Each subset's label / baseline part: the (label, baseline) pairs, 2·y + o, that some
+        # cell of the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
+        part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
+                + coords.get("baseline", np.zeros(cells, dtype=np.int64)))
+        projected = [np.unique(part[mem]) for mem in members]
+        n_ind, n_loss = len(self.indicators), len(self.losses)
+        columns = 1 + 3 * n_ind + n_loss
+        ind_pos = {ind: j for j, ind in enumerate(self.indicators)}
+        loss_pos = {lo.name: j for j, lo in enumerate(self.losses)}
+        k = len(self.leaves)
+        tables = self._leaf_tables(ind_pos, loss_pos, n_ind)
+        n_rows = 3 * k + len(self.subsets) + 1
+        rows, cols, vals = self._entries(coords, cells, members, columns, tables)
+        # The fallback rows (see _Plan.fallback) read the cell sums folded into the four
+        # parts ([4·columns]: O(cells) once), not the cells: K rows over the cells would
+        # cost O(K·cells) per pass where groups are many.
+        parts = np.arange(4)
+        fb = _fallback_entries([projected[j] for j in self._leaf_subset], parts // 2,
+                               parts % 2, tables, columns)
+        fold = (part[:, None] * columns + np.arange(columns)).reshape(-1)    # cell·col → part
+        index = torch.from_numpy(np.stack([np.concatenate(rows), np.concatenate(cols)]))
+        values = torch.from_numpy(np.concatenate(vals)).to(torch.float64)
+        matrix = torch.sparse_coo_tensor(
+            index, values, (n_rows, cells * columns), check_invariants=True).coalesce()
+        matrix = matrix.to(batch.device)
+        m_rows, m_cols = matrix.indices()
+        plan = _Plan(factors, hard_cells, soft_cells, columns, matrix,
+                     torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets),
+                     m_rows, m_cols, {torch.float64: matrix.values()})
+        plan.identity = self._leaf_subset == list(range(len(self.subsets)))
+        plan.fallback = _Rows.build(*(torch.from_numpy(x).to(batch.device) for x in fb),
+                                    2 * k, 4 * columns)
+        plan.fold = torch.from_numpy(fold).to(batch.device)
+        if n_rows * cells * columns <= DENSE_LIMIT:
+            plan.dense = {torch.float64: matrix.to_dense()}
+        if not soft and not self.losses and n_ind:
+            plan.fused = _fused_plan(m_rows, m_cols, matrix.values(), k, n_rows, cells,
+                                     columns, n_ind)
+        return plan
+
+    def _factors(self, batch: Batch) -> tuple[list[_Factor], list[_Factor]]:
+        """The hard and the soft factors whose cells the subsets need (label, baseline,
+        source, each group attribute), after checking that ``batch`` carries each."""
         literals = [lit for s in self.subsets for lit in s.literals()]
         uses_label = any(isinstance(x, LabelIs) for x in literals) or any(
             lf.event is not None and lf.event.uses_label for lf in self.leaves)
@@ -401,28 +458,13 @@ class RateEvaluator(torch.nn.Module):
                 soft.append(_Factor("group:" + a, n + 1, soft=True))
             else:
                 hard.append(_Factor("group:" + a, n))
-        factors = hard + soft
-        hard_cells = math.prod(f.size for f in hard)
-        soft_cells = math.prod(f.size for f in soft)
-        cells = hard_cells * soft_cells
-        if cells > MAX_CELLS:
-            raise RatesError(f"the subsets cross {len(factors)} factors into {cells} cells "
-                             f"(> {MAX_CELLS}); split the problem or merge group values")
-        # Coordinates of every cell, in the flat order (hard mixed radix, then soft).
-        grids = np.meshgrid(*[np.arange(f.size) for f in factors], indexing="ij")
-        coords = {f.name: g.reshape(-1) for f, g in zip(factors, grids, strict=True)}
+        return hard, soft
 
-        membership = _Membership(coords, cells, batch).cells
-        members = [membership(s) for s in self.subsets]     # sorted cell ids per subset
-        # Each subset's label / baseline part: the (label, baseline) pairs, 2·y + o, that some
-        # cell of the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
-        part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
-                + coords.get("baseline", np.zeros(cells, dtype=np.int64)))
-        projected = [np.unique(part[mem]) for mem in members]
-        n_ind, n_loss = len(self.indicators), len(self.losses)
-        columns = 1 + 3 * n_ind + n_loss
-        ind_pos = {ind: j for j, ind in enumerate(self.indicators)}
-        loss_pos = {lo.name: j for j, lo in enumerate(self.losses)}
+    def _entries(self, coords: Mapping[str, np.ndarray], cells: int, members: list[np.ndarray],
+                 columns: int, tables: tuple[np.ndarray, ...]
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The plan matrix's non-zeros ``(rows, cols, values)`` as lists of blocks: the
+        leaves' true / upper / lower rows, the subsets' weight rows and the total weight."""
         y = coords.get("label", np.zeros(cells, dtype=np.int64))
         o = coords.get("baseline", np.zeros(cells, dtype=np.int64))
         k = len(self.leaves)
@@ -439,12 +481,12 @@ class RateEvaluator(torch.nn.Module):
                 vals.append(v[nz])
 
         # The leaves' rows, all leaves at once (entry e: leaf[e], cell[e]); the matrix is
-        # coalesced below, so the entries' order does not matter.
+        # coalesced afterwards, so the entries' order does not matter.
         counts = np.array([len(members[j]) for j in self._leaf_subset], dtype=np.int64)
         leaf = np.repeat(np.arange(k), counts)
         cell = (np.concatenate([members[j] for j in self._leaf_subset]) if k
                 else np.zeros(0, dtype=np.int64))
-        a_tab, b_tab, b_col, loss_col = self._leaf_tables(ind_pos, loss_pos, n_ind)
+        a_tab, b_tab, b_col, loss_col = tables
         is_loss = loss_col[leaf] >= 0
         ones = np.ones(int(is_loss.sum()))
         for block in range(3):
@@ -466,47 +508,9 @@ class RateEvaluator(torch.nn.Module):
             subset_cells = np.concatenate(members)
             put(3 * k + np.repeat(np.arange(len(members)), sizes), subset_cells, 0,
                 np.ones(len(subset_cells)))
-        # The fallback rows (see _Plan.fallback) read the cell sums folded into the four
-        # parts ([4·columns]: O(cells) once), not the cells: K rows over the cells would
-        # cost O(K·cells) per pass where groups are many.
-        parts = np.arange(4)
-        fb = _fallback_entries([projected[j] for j in self._leaf_subset], parts // 2,
-                               parts % 2, (a_tab, b_tab, b_col, loss_col), columns)
-        fold = (part[:, None] * columns + np.arange(columns)).reshape(-1)    # cell·col → part
         # The last row is the batch's total weight (the proportions' denominator).
-        n_rows = 3 * k + len(self.subsets) + 1
-        put(n_rows - 1, np.arange(cells), 0, np.ones(cells))
-        index = torch.from_numpy(np.stack([np.concatenate(rows), np.concatenate(cols)]))
-        values = torch.from_numpy(np.concatenate(vals)).to(torch.float64)
-        matrix = torch.sparse_coo_tensor(
-            index, values, (n_rows, cells * columns), check_invariants=True).coalesce()
-        matrix = matrix.to(batch.device)
-        rows, cols = matrix.indices()
-        plan = _Plan(factors, hard_cells, soft_cells, columns, matrix,
-                     torch.tensor(self._leaf_subset, device=batch.device), k, len(self.subsets),
-                     rows, cols, {torch.float64: matrix.values()})
-        plan.identity = self._leaf_subset == list(range(len(self.subsets)))
-        plan.fallback = _Rows.build(*(torch.from_numpy(x).to(batch.device) for x in fb),
-                                    2 * k, 4 * columns)
-        plan.fold = torch.from_numpy(fold).to(batch.device)
-        if n_rows * cells * columns <= DENSE_LIMIT:
-            plan.dense = {torch.float64: matrix.to_dense()}
-        if not soft and not self.losses and n_ind:
-            vals64 = matrix.values()
-            leaf, den = rows < 3 * k, rows >= 3 * k
-            # bounds' rows → (2j + side)·cells + cell for the upper / lower columns only
-            col, cell = cols % columns, cols // columns
-            side = col - 2 - 3 * ((col - 1) // 3)          # 0: upper, 1: lower, <0: hit, w
-            back = (rows >= k) & leaf & (col > 0) & (side >= 0)
-            back_cols = (2 * ((col - 1) // 3) + side) * cells + cell
-            plan.fused = _FusedPlan(
-                leaf=_Rows.build(rows[leaf], cols[leaf], vals64[leaf], 3 * k, cells * columns),
-                den=_Rows.build(rows[den] - 3 * k, cols[den], vals64[den], n_rows - 3 * k,
-                                cells * columns),
-                back=_Rows.build(back_cols[back], rows[back] - k, vals64[back],
-                                 2 * n_ind * cells, 2 * k),
-                onehot=cells <= ONEHOT_CELLS)
-        return plan
+        put(3 * k + len(self.subsets), np.arange(cells), 0, np.ones(cells))
+        return rows, cols, vals
 
     # ------------------------------------------------------------------ the pass
     def cell_sums(self, batch: Batch, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -1026,6 +1030,26 @@ def _bounds_to_scores(layout: _Layout, g_bounds: torch.Tensor, den: torch.Tensor
         if layout.weights is not None:
             per = per * layout.weights
     return (per * slope).sum(0)
+
+
+def _fused_plan(rows: torch.Tensor, cols: torch.Tensor, vals64: torch.Tensor, k: int,
+                n_rows: int, cells: int, columns: int, n_ind: int) -> _FusedPlan:
+    """The fused pass's view of a plan's coalesced matrix (rows, cols, float64 values): its
+    leaf rows, its subset-weight rows, and the bounds' rows transposed onto the upper /
+    lower columns of every cell."""
+    leaf, den = rows < 3 * k, rows >= 3 * k
+    # bounds' rows → (2j + side)·cells + cell for the upper / lower columns only
+    col, cell = cols % columns, cols // columns
+    side = col - 2 - 3 * ((col - 1) // 3)          # 0: upper, 1: lower, <0: hit, w
+    back = (rows >= k) & leaf & (col > 0) & (side >= 0)
+    back_cols = (2 * ((col - 1) // 3) + side) * cells + cell
+    return _FusedPlan(
+        leaf=_Rows.build(rows[leaf], cols[leaf], vals64[leaf], 3 * k, cells * columns),
+        den=_Rows.build(rows[den] - 3 * k, cols[den], vals64[den], n_rows - 3 * k,
+                        cells * columns),
+        back=_Rows.build(back_cols[back], rows[back] - k, vals64[back],
+                         2 * n_ind * cells, 2 * k),
+        onehot=cells <= ONEHOT_CELLS)
 
 
 class _FusedPass(torch.autograd.Function):
