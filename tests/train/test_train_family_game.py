@@ -6,6 +6,8 @@ player key or ``algorithm.family_game=keep`` plays as named; classification is u
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -16,6 +18,7 @@ from fairgames.rates import error_rate, group, positive_prediction_rate, score_r
 from fairgames.train import ConfigError, fit, run, validate
 from fairgames.train.config import AlgorithmConfig
 from fairgames.train.family import is_default_algorithm
+from fairgames.train.tune import sweep_overrides
 
 SHORT = ["trainer=smoke", "trainer.steps=6", "trainer.log_every=3", "trainer.snapshot_every=2",
          "trainer.bootstrap=0", "trainer.checkpoint_every=0"]
@@ -72,6 +75,8 @@ def test_the_family_game_is_the_game_its_keys_name(compose_cfg):
     (["algorithm.family_game=keep"], "proxy_lagrangian", "SwapRegret"),
     (["algorithm.multiplier_lr=0.5"], "proxy_lagrangian", "SwapRegret"),
     (["algorithm=algorithm2"], "algorithm2", "GradientAscent"),
+    # a held-out constraint split: the family's best-response θ cannot play it
+    (["trainer.constraint_split=holdout"], "proxy_lagrangian", "SwapRegret"),
 ])
 def test_a_config_that_names_its_game_plays_it(compose_cfg, overrides, preset, lam):
     result = run(compose_cfg(*SP, *SHORT, *overrides))
@@ -102,3 +107,14 @@ def test_fit_plays_the_family_game_too():
 def test_family_game_takes_switch_or_keep(compose_cfg):
     with pytest.raises(ConfigError, match=r"algorithm.family_game.*\['keep', 'switch'\]"):
         validate(compose_cfg("algorithm.family_game=always"))
+
+
+def test_a_tuned_sweep_of_the_lambda_step_keeps_the_named_preset_in_every_job():
+    """The sweep's centre job (multiplier_lr × 1 = the default preset's step) would otherwise
+    switch to the family's game while the other jobs play the named preset."""
+    lam = sweep_overrides(["problem=sp_regression"], {"algorithm.multiplier_lr": [0.3, 1.0, 3.0]},
+                          Path("/tmp/sweep"))
+    assert "algorithm.family_game=keep" in lam
+    theta = sweep_overrides(["problem=sp_regression"], {"optimizer.lr": [0.003, 0.01]},
+                            Path("/tmp/sweep"))
+    assert not any(o.startswith("algorithm.family_game") for o in theta)
