@@ -404,9 +404,9 @@ def default_steps(objective: Expression | None, constraints: Iterable[Constraint
 
 
 # The game of the threshold-grid family (paper 003's statistical parity): the flat
-# ``algorithm`` keys of the preset and its players. θ best-responds in theta_steps steps to a
-# slow exponentiated-gradient λ: under the default preset λ moves too fast for θ, and on
-# Crime its mixture misses the reduction's loss by 0.04 (docs/fair_regression.md).
+# ``algorithm`` keys of the preset and its players. θ takes theta_steps steps per step of a
+# slow exponentiated-gradient λ, because the default preset's λ moves too fast for θ there
+# and its mixtures lose objective to the paper's reduction (docs/fair_regression.md).
 THRESHOLD_GAME = {"name": "algorithm1", "multipliers": "exponentiated_gradient",
                   "radius": 10.0, "multiplier_lr": 2.0, "theta_steps": 5}
 

@@ -232,6 +232,9 @@ class AlgorithmConfig:
 # algorithm.large_game: the default preset gives way to a linear-cost one above
 # SWAP_REGRET_MAX_ROWS rows ("switch"), or is kept as named ("keep")
 LARGE_GAME = ("switch", "keep")
+# algorithm.family_game: the default preset gives way to the problem family's game
+# (fairgames.train.family) or is kept as named
+FAMILY_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
 # algorithm=reduction: paper 003's reduction (fairgames.train.reduction), not a game preset.
 # It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
@@ -519,7 +522,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
     check.choice("algorithm.large_game", a.get("large_game", "switch"), LARGE_GAME)
-    check.choice("algorithm.family_game", a.get("family_game", "switch"), LARGE_GAME)
+    check.choice("algorithm.family_game", a.get("family_game", "switch"), FAMILY_GAME)
 
 
 @register_validator("algorithm")
