@@ -92,7 +92,7 @@ PINNED = (
     "optimizer.momentum=0.0", "optimizer.grad_clip=null",
     "algorithm.multipliers=null", "algorithm.radius=10.0", "algorithm.slack_lr=0.05",
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",
-    "algorithm.large_game=keep",
+    "algorithm.large_game=keep", "algorithm.family_game=keep",
     "algorithm.temperature=1.0", "algorithm.objective_surrogate=null", "problem.grid_size=40",
     "problem.reduction=null", "problem.objective_surrogate=null",
     "algorithm.best_response=ls", "algorithm.gap=0.01",

@@ -98,3 +98,7 @@ __all__ = [
 __all__ += ["LargeGameWarning", "SWAP_REGRET_MAX_ROWS"]
 __all__ += ["SoftAssignmentPlayer", "SoftWorstCase", "project_soft_assignments",
             "soft_worst_case"]
+# the problem family's own game (issue 22: the threshold-grid family)
+from .problem import THRESHOLD_GAME, default_game  # noqa: E402
+
+__all__ += ["THRESHOLD_GAME", "default_game"]

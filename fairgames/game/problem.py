@@ -403,6 +403,32 @@ def default_steps(objective: Expression | None, constraints: Iterable[Constraint
     return STEPS_NONLINEAR if any(e.nodes for e in obj + exprs) else STEPS_AFFINE
 
 
+# The game of the threshold-grid family (paper 003's statistical parity): the flat
+# ``algorithm`` keys of the preset and its players. θ takes theta_steps steps per step of a
+# slow exponentiated-gradient λ, because the default preset's λ moves too fast for θ there
+# and its mixtures lose objective to the paper's reduction (docs/fair_regression.md).
+THRESHOLD_GAME = {"name": "algorithm1", "multipliers": "exponentiated_gradient",
+                  "radius": 10.0, "multiplier_lr": 2.0, "theta_steps": 5}
+
+
+def default_game(objective: Expression | None, constraints: Iterable[Constraint]
+                 ) -> dict[str, object] | None:
+    """The game a problem's family plays in place of the default preset (the flat
+    ``algorithm`` keys): :data:`THRESHOLD_GAME` where a constraint reads threshold rates
+    ``P[f ≥ z]`` (``score_at_least``: the statistical-parity grid of paper 003), else
+    ``None`` (the default preset).
+
+    Example:
+        >>> from fairgames.rates import error_rate, score_rates
+        >>> default_game(error_rate(), [score_rates(0.5)[0] <= 0.4])["name"]
+        'algorithm1'
+        >>> default_game(score_rates(0.5)[0], [error_rate() <= 0.2]) is None
+        True
+    """
+    _, exprs = _expressions(objective, constraints)
+    return dict(THRESHOLD_GAME) if any(reads_thresholds(e) for e in exprs) else None
+
+
 class Problem:
     """An objective and named constraints over rates, compiled for the game.
 

@@ -180,7 +180,11 @@ class AlgorithmConfig:
     :data:`~fairgames.game.SWAP_REGRET_MAX_ROWS` multiplier rows the default preset
     ``proxy_lagrangian`` (its swap-regret λ costs O(rows²) per step) plays ``lagrangian``
     (projected gradient ascent at its own step size and radius, O(rows)) with a
-    ``LargeGameWarning`` when ``switch`` (the default), and is kept as named when ``keep``.
+    ``LargeGameWarning`` when ``switch`` (the default), and is kept as named when ``keep``;
+    ``family_game``: a problem family with its own game (threshold rates:
+    :func:`fairgames.game.default_game`) plays it in place of the default preset left at its
+    defaults when ``switch`` (the default), the preset as named when ``keep``
+    (:func:`fairgames.train.family.family_algorithm`).
     Every other ``algorithm.<key>`` is declared
     by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in
     ``settings``: ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
@@ -205,6 +209,7 @@ class AlgorithmConfig:
     temperature: float | None = None
     ratio_floor: float = 0.01
     large_game: str = "switch"
+    family_game: str = "switch"
     settings: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -220,12 +225,16 @@ class AlgorithmConfig:
         return {"name": self.name, "multipliers": self.multipliers, **self.settings,
                 "surrogate": self.surrogate, "objective_surrogate": self.objective_surrogate,
                 "temperature": self.temperature,
-                "ratio_floor": self.ratio_floor, "large_game": self.large_game}
+                "ratio_floor": self.ratio_floor, "large_game": self.large_game,
+                "family_game": self.family_game}
 
 
 # algorithm.large_game: the default preset gives way to a linear-cost one above
 # SWAP_REGRET_MAX_ROWS rows ("switch"), or is kept as named ("keep")
 LARGE_GAME = ("switch", "keep")
+# algorithm.family_game: the default preset gives way to the problem family's game
+# (fairgames.train.family) or is kept as named
+FAMILY_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
 # algorithm=reduction: paper 003's reduction (fairgames.train.reduction), not a game preset.
 # It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
@@ -251,7 +260,7 @@ def algorithm_schema() -> type:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
         ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
          'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'objective_surrogate',
-         'temperature', 'ratio_floor', 'large_game']
+         'temperature', 'ratio_floor', 'large_game', 'family_game']
     """
     declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
     signature = tuple((k.name, k.type, k.default) for k in declared)
@@ -263,7 +272,7 @@ def algorithm_schema() -> type:
                  for n in ("name", "multipliers")]
         back = [(n, shared[n].type, field(default=shared[n].default))
                 for n in ("surrogate", "objective_surrogate", "temperature", "ratio_floor",
-                          "large_game")]
+                          "large_game", "family_game")]
         schema = make_dataclass("AlgorithmConfig", [*front, *own, *back])
         schema.__module__ = __name__
         schema.__doc__ = "The ``algorithm`` group's schema (see :func:`algorithm_schema`)."
@@ -513,6 +522,7 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     if not 0.0 < a.ratio_floor < 1.0:
         check.bad("algorithm.ratio_floor", a.ratio_floor, "must lie in (0, 1)")
     check.choice("algorithm.large_game", a.get("large_game", "switch"), LARGE_GAME)
+    check.choice("algorithm.family_game", a.get("family_game", "switch"), FAMILY_GAME)
 
 
 @register_validator("algorithm")

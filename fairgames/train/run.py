@@ -89,6 +89,7 @@ from .engine import (
     unique_names,
 )
 from .evaluation import SolutionEvaluator, require_training_subsets, statements
+from .family import family_algorithm
 from .helpers import (
     ModelFactory,
     OptimizerFactory,
@@ -663,7 +664,9 @@ def _load(inputs: RunInputs) -> RunContext:
     train, protected, run_dir = splits.train, inputs.protected, inputs.run_dir
     if protected not in train.groups:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
-    default = default_steps(*statements(inputs.spec, train, protected))
+    stated = statements(inputs.spec, train, protected)
+    default = default_steps(*stated)
+    inputs = _family_game(inputs, stated)
     steps = _total_steps(inputs.trainer, len(train), default)
     if run_dir is not None:
         ensure_writable(run_dir)
@@ -680,6 +683,20 @@ def _load(inputs: RunInputs) -> RunContext:
     main_model = inputs.model.factory() if inputs.model.first_is_main else None
     return RunContext(inputs, splits, steps, ckpt, started, main_model, ckpt_path,
                       default_steps=default)
+
+
+def _family_game(inputs: RunInputs, stated: tuple[Any, list[Any]]) -> RunInputs:
+    """``inputs`` with the problem family's game where the config leaves the default preset
+    at its defaults (:func:`~fairgames.train.family.family_algorithm`), recorded as the run's
+    ``algorithm`` config. A held-out constraint split keeps the named preset: the family's
+    best-response θ-player evaluates its own batches."""
+    if inputs.trainer.constraint_split != "train":
+        return inputs
+    algorithm = family_algorithm(inputs.algorithm, *stated)
+    if algorithm is inputs.algorithm:
+        return inputs
+    return dataclasses.replace(inputs, algorithm=algorithm,
+                               config={**inputs.config, "algorithm": algorithm.to_mapping()})
 
 
 def _helpers(ctx: RunContext) -> Helpers:

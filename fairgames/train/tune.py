@@ -128,6 +128,10 @@ def sweep_overrides(task_overrides: Sequence[str], values: Mapping[str, list[flo
         ('data=adult', 'optimizer.lr=0.05,0.1', 'hydra/launcher=joblib')
     """
     replaced = {**_JOB_SETTINGS, **{k: ",".join(map(repr, v)) for k, v in values.items()}}
+    if TUNE_STEPS["multiplier_lr"] in values:
+        # the jobs step λ at multiples of the named preset's step: all of them play that
+        # preset, not the problem family's game (which the centre job alone would switch to)
+        replaced["algorithm.family_game"] = "keep"
     kept = [o for o in task_overrides if override_key(o) not in replaced]
     return [*kept, *(f"{k}={v}" for k, v in replaced.items()),
             f"hydra/launcher={LAUNCHER}", f"hydra.sweep.dir={_quoted(sweep_dir)}",

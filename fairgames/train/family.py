@@ -1,0 +1,65 @@
+"""The game a run plays when its config leaves the algorithm at the default: the problem
+family's own (:func:`fairgames.game.default_game`), as ``trainer.steps=null`` is the family's
+step budget (:func:`fairgames.game.default_steps`).
+
+The default preset ``proxy_lagrangian`` at its default settings, under
+``algorithm.family_game=switch`` (the default), gives way to the family's game; any other
+preset, a λ strategy (``algorithm.multipliers``), a changed player key, or
+``algorithm.family_game=keep`` plays what the config names. The run records the game it
+plays as its ``algorithm`` config (``results.json``), so a rerun of that config replays it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any
+
+from fairgames.game import DEFAULT_PRESET, default_game
+from fairgames.rates import Constraint, Expression
+
+from .config import AlgorithmConfig, algorithm_schema
+
+# The default preset's settings where configs/algorithm/proxy_lagrangian.yaml sets them; every
+# other player key at the schema's default (or null) has not been chosen either.
+DEFAULT_SETTINGS: Mapping[str, Any] = {"multiplier_lr": 1.0}
+
+
+def is_default_algorithm(algorithm: AlgorithmConfig) -> bool:
+    """Whether ``algorithm`` is the default preset at its default settings.
+
+    Example:
+        >>> is_default_algorithm(AlgorithmConfig(settings={"multiplier_lr": 1.0}))
+        True
+        >>> is_default_algorithm(AlgorithmConfig(settings={"multiplier_lr": 0.5}))
+        False
+    """
+    defaults = {f.name: f.default for f in fields(algorithm_schema())}
+    defaults.update(DEFAULT_SETTINGS)
+    return (algorithm.name == DEFAULT_PRESET and algorithm.multipliers is None
+            and all(v is None or v == defaults.get(k) for k, v in algorithm.settings.items()))
+
+
+def family_algorithm(algorithm: AlgorithmConfig, objective: Expression | None,
+                     constraints: Iterable[Constraint]) -> AlgorithmConfig:
+    """The algorithm a run plays: the family's game (:func:`~fairgames.game.default_game`)
+    where ``algorithm`` is the default preset at its defaults and ``family_game`` is
+    ``switch``, else ``algorithm`` unchanged. The family's game keeps the shared keys
+    (surrogate, temperature, ...) and gets the player keys it names.
+
+    Example:
+        >>> from fairgames.rates import error_rate, score_rates
+        >>> sp = [score_rates(0.5)[0] <= 0.4]
+        >>> family_algorithm(AlgorithmConfig(), error_rate(), sp).name
+        'algorithm1'
+        >>> family_algorithm(AlgorithmConfig(family_game="keep"), error_rate(), sp).name
+        'proxy_lagrangian'
+    """
+    game = default_game(objective, constraints)
+    if game is None or algorithm.family_game != "switch" or not is_default_algorithm(algorithm):
+        return algorithm
+    keys = dict(game)
+    settings = {**algorithm.settings,
+                **{k: v for k, v in keys.items() if k not in ("name", "multipliers")}}
+    return AlgorithmConfig(**{**vars(algorithm), "name": keys["name"],
+                              "multipliers": keys.get("multipliers"), "settings": settings})
