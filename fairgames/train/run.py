@@ -664,19 +664,23 @@ def _load(inputs: RunInputs) -> RunContext:
     train, protected, run_dir = splits.train, inputs.protected, inputs.run_dir
     if protected not in train.groups:
         raise ConfigError(f"data.protected={protected!r}: the data has {sorted(train.groups)}")
+    found = (inputs.checkpoint if inputs.checkpoint is not None
+             else _read_checkpoint(inputs.trainer.resume, run_dir))
     stated = statements(inputs.spec, train, protected)
     default = default_steps(*stated)
-    inputs = _family_game(inputs, stated)
+    inputs = _family_game(inputs, stated, found)
     steps = _total_steps(inputs.trainer, len(train), default)
     if run_dir is not None:
         ensure_writable(run_dir)
         write_preprocessing(run_dir, splits)   # own table data: new rows need its encoders
         write_run_record(run_dir, splits, protected)   # run.json: format version, for load_run
-    found = (inputs.checkpoint if inputs.checkpoint is not None
-             else _read_checkpoint(inputs.trainer.resume, run_dir))
     ckpt_path, ckpt = found if found is not None else (None, None)
     if ckpt is not None:
-        diffs = _diff_config(ckpt["run"]["config"], inputs.config)
+        config = inputs.config
+        if _before_family_games(found):     # the key it lacks did not change its game
+            config = {**config, "algorithm": {k: v for k, v in config["algorithm"].items()
+                                              if k != "family_game"}}
+        diffs = _diff_config(ckpt["run"]["config"], config)
         if diffs:
             raise ConfigError("trainer.resume: the checkpoint was written with another config:"
                               "\n  " + "\n  ".join(diffs))
@@ -685,18 +689,27 @@ def _load(inputs: RunInputs) -> RunContext:
                       default_steps=default)
 
 
-def _family_game(inputs: RunInputs, stated: tuple[Any, list[Any]]) -> RunInputs:
+def _family_game(inputs: RunInputs, stated: tuple[Any, list[Any]],
+                 checkpoint: tuple[Path, dict[str, Any]] | None) -> RunInputs:
     """``inputs`` with the problem family's game where the config leaves the default preset
     at its defaults (:func:`~fairgames.train.family.family_algorithm`), recorded as the run's
-    ``algorithm`` config. A held-out constraint split keeps the named preset: the family's
-    best-response θ-player evaluates its own batches."""
-    if inputs.trainer.constraint_split != "train":
+    ``algorithm`` config. A held-out constraint split keeps the named preset (the family's
+    best-response θ-player evaluates its own batches), and so does a resumed checkpoint
+    written before families had their own game."""
+    if inputs.trainer.constraint_split != "train" or _before_family_games(checkpoint):
         return inputs
     algorithm = family_algorithm(inputs.algorithm, *stated)
     if algorithm is inputs.algorithm:
         return inputs
     return dataclasses.replace(inputs, algorithm=algorithm,
                                config={**inputs.config, "algorithm": algorithm.to_mapping()})
+
+
+def _before_family_games(checkpoint: tuple[Path, dict[str, Any]] | None) -> bool:
+    """A resumed checkpoint written before problem families had their own game (its config
+    has no ``algorithm.family_game``): it played the preset its config names."""
+    return checkpoint is not None and "family_game" not in (
+        checkpoint[1]["run"]["config"].get("algorithm") or {})
 
 
 def _helpers(ctx: RunContext) -> Helpers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from fairgames.data import make_synthetic
@@ -118,3 +119,19 @@ def test_a_tuned_sweep_of_the_lambda_step_keeps_the_named_preset_in_every_job():
     theta = sweep_overrides(["problem=sp_regression"], {"optimizer.lr": [0.003, 0.01]},
                             Path("/tmp/sweep"))
     assert not any(o.startswith("algorithm.family_game") for o in theta)
+
+
+def test_a_checkpoint_from_before_family_games_resumes_its_named_preset(compose_cfg, tmp_path):
+    # a run written before algorithm.family_game existed played the preset its config names:
+    # resuming it keeps that preset (switching would change the game mid-run and refuse)
+    cfg = compose_cfg(*SP, *SHORT, "trainer.steps=8", "trainer.checkpoint_every=4",
+                      "trainer.stop_after=4", "algorithm.family_game=keep")
+    run(cfg, run_dir=tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(path, weights_only=False)
+    del state["run"]["config"]["algorithm"]["family_game"]      # as an older version wrote it
+    torch.save(state, path)
+    resumed = run(compose_cfg(*SP, *SHORT, "trainer.steps=8", "trainer.checkpoint_every=4",
+                              f"trainer.resume={tmp_path}"), run_dir=tmp_path)
+    assert resumed.engine.step == 8
+    assert resumed.results["config"]["algorithm"]["name"] == "proxy_lagrangian"
