@@ -78,6 +78,19 @@ class Batch:
         b = labels.shape[0]
         if b == 0:
             raise RatesError("a batch needs at least one example (labels has shape [0])")
+        self._check_predictions(b)
+        if self.weights is not None:
+            w = _tensor("weights", self.weights)
+            _check_float("weights", w)
+            if w.shape != (b,):
+                raise RatesError(f"weights must have shape [{b}], got {tuple(w.shape)}")
+        for name, g in self.groups.items():
+            self.groups[name] = self._checked_group(name, g, b)
+        self._check_extras(b)
+
+    def _check_predictions(self, b: int) -> None:
+        """Exactly one of scores (one row per example, or a mixture's ``[R, B]`` with its
+        weights) and probabilities, each float ``[B]``."""
         if (self.scores is None) == (self.probabilities is None):
             raise RatesError("give exactly one of scores and probabilities")
         if self.scores is not None:
@@ -98,36 +111,37 @@ class Batch:
             _check_float("probabilities", p)
             if p.shape != (b,):
                 raise RatesError(f"probabilities must have shape [{b}], got {tuple(p.shape)}")
-        if self.weights is not None:
-            w = _tensor("weights", self.weights)
-            _check_float("weights", w)
-            if w.shape != (b,):
-                raise RatesError(f"weights must have shape [{b}], got {tuple(w.shape)}")
-        for name, g in self.groups.items():
-            g = _tensor(f"groups[{name!r}]", g)
-            if g.is_floating_point():
-                if g.dim() == 1:
-                    g = g.unsqueeze(1)
-                if g.dim() != 2 or g.shape[0] != b:
-                    raise RatesError(f"soft group {name!r} must have shape [B, G] with B = {b}, "
-                                     f"got {tuple(g.shape)}")
-                if name in self.group_values and len(self.group_values[name]) != g.shape[1]:
-                    raise RatesError(f"group {name!r} has {g.shape[1]} columns but "
-                                     f"{len(self.group_values[name])} value names")
-                self.group_values.setdefault(name, [str(i) for i in range(g.shape[1])])
-            else:
-                if g.dtype == torch.bool:
-                    g = g.long()
-                    self.group_values.setdefault(name, ["0", "1"])
-                if g.shape != (b,):
-                    raise RatesError(f"hard group {name!r} must have shape [{b}] (integer codes), "
-                                     f"got {tuple(g.shape)}")
-                if name not in self.group_values:
-                    raise RatesError(
-                        f"hard group {name!r} needs its value names in group_values "
-                        f"(e.g. group_values={{{name!r}: ['a', 'b']}}); the number of values "
-                        "cannot be read from the codes without a device sync")
-            self.groups[name] = g
+
+    def _checked_group(self, name: str, g: torch.Tensor, b: int) -> torch.Tensor:
+        """A group attribute as the batch keeps it: soft memberships ``[B, G]`` (float) or
+        hard integer codes ``[B]`` with their value names (bool codes get ``0``/``1``)."""
+        g = _tensor(f"groups[{name!r}]", g)
+        if g.is_floating_point():
+            if g.dim() == 1:
+                g = g.unsqueeze(1)
+            if g.dim() != 2 or g.shape[0] != b:
+                raise RatesError(f"soft group {name!r} must have shape [B, G] with B = {b}, "
+                                 f"got {tuple(g.shape)}")
+            if name in self.group_values and len(self.group_values[name]) != g.shape[1]:
+                raise RatesError(f"group {name!r} has {g.shape[1]} columns but "
+                                 f"{len(self.group_values[name])} value names")
+            self.group_values.setdefault(name, [str(i) for i in range(g.shape[1])])
+        else:
+            if g.dtype == torch.bool:
+                g = g.long()
+                self.group_values.setdefault(name, ["0", "1"])
+            if g.shape != (b,):
+                raise RatesError(f"hard group {name!r} must have shape [{b}] (integer codes), "
+                                 f"got {tuple(g.shape)}")
+            if name not in self.group_values:
+                raise RatesError(
+                    f"hard group {name!r} needs its value names in group_values "
+                    f"(e.g. group_values={{{name!r}: ['a', 'b']}}); the number of values "
+                    "cannot be read from the codes without a device sync")
+        return g
+
+    def _check_extras(self, b: int) -> None:
+        """Baseline scores, sources (with their names) and example ids: ``[B]`` each."""
         if self.baseline_scores is not None:
             bs = _tensor("baseline_scores", self.baseline_scores)
             _check_float("baseline_scores", bs)
