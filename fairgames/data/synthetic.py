@@ -64,48 +64,10 @@ def make_synthetic(
         >>> r["0"] > r["1"]
         True
     """
-    if n < 1 or d < 1:
-        raise DataError(f"n and d must be positive, got n={n}, d={d}")
-    if n_groups < 1:
-        raise DataError(f"n_groups must be at least 1, got {n_groups}")
-    if label_kind not in ("binary", "real"):
-        raise DataError(f"label_kind must be 'binary' or 'real', got {label_kind!r}")
-    if not 0.0 <= label_noise <= (1.0 if label_kind == "binary" else float("inf")):
-        raise DataError(f"label_noise must be in [0, 1] for binary labels, got {label_noise}")
-    props = (np.full(n_groups, 1.0 / n_groups) if group_proportions is None
-             else np.asarray(group_proportions, dtype=np.float64))
-    if props.shape != (n_groups,):
-        raise DataError(f"group_proportions must have {n_groups} values, got "
-                        f"{tuple(np.atleast_1d(props))}")
-    fractions = tuple(split)
-    if len(fractions) == 2:
-        fractions = (fractions[0], 0.0, fractions[1])
-    if len(fractions) != 3:
-        raise DataError(f"split must be (train, validation, test) fractions, got {split}")
-
-    gen = torch.Generator().manual_seed(int(seed))
-    counts = split_counts(n, props / props.sum() if props.sum() > 0 else props)
-    codes = torch.repeat_interleave(torch.arange(n_groups), torch.tensor(counts))
-    codes = codes[torch.randperm(n, generator=gen)]
-
-    w = torch.randn(d, generator=gen, dtype=torch.float64)
-    w = w / w.norm()
-    v = torch.randn(d, generator=gen, dtype=torch.float64)
-    v = v - (v @ w) * w
-    v = v / v.norm() if d > 1 and v.norm() > 1e-12 else torch.zeros(d, dtype=torch.float64)
-    direction = 0.8 * w + 0.6 * v
-    direction = direction / direction.norm()
-    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    x = x - group_shift * codes.double()[:, None] * direction[None, :]
-    score = separability * 2.0 * (x @ w)
-    p = torch.sigmoid(score)
-    if label_kind == "binary":
-        y = (torch.rand(n, generator=gen, dtype=torch.float64) < p).double()
-        flip = torch.rand(n, generator=gen, dtype=torch.float64) < label_noise
-        y = torch.where(flip, 1.0 - y, y)
-    else:
-        noise = torch.randn(n, generator=gen, dtype=torch.float64)
-        y = (p + label_noise * noise).clamp(0.0, 1.0)
+    props, fractions = _checked_arguments(n, d, n_groups, group_proportions, label_kind,
+                                          label_noise, split)
+    codes, x, y, w = _draw(n, d, n_groups, props, separability, group_shift, label_noise,
+                           seed, label_kind)
 
     full = TabularDataset(
         features=x.float(),
@@ -138,3 +100,60 @@ def make_synthetic(
         test=full.subset(torch.from_numpy(te)),
         metadata=meta,
     )
+
+
+def _checked_arguments(n: int, d: int, n_groups: int, group_proportions: Sequence[float] | None,
+                       label_kind: str, label_noise: float, split: Sequence[float]
+                       ) -> tuple[np.ndarray, tuple[float, ...]]:
+    """:func:`make_synthetic`'s arguments checked: the group shares and the three split
+    fractions (two given: no validation)."""
+    if n < 1 or d < 1:
+        raise DataError(f"n and d must be positive, got n={n}, d={d}")
+    if n_groups < 1:
+        raise DataError(f"n_groups must be at least 1, got {n_groups}")
+    if label_kind not in ("binary", "real"):
+        raise DataError(f"label_kind must be 'binary' or 'real', got {label_kind!r}")
+    if not 0.0 <= label_noise <= (1.0 if label_kind == "binary" else float("inf")):
+        raise DataError(f"label_noise must be in [0, 1] for binary labels, got {label_noise}")
+    props = (np.full(n_groups, 1.0 / n_groups) if group_proportions is None
+             else np.asarray(group_proportions, dtype=np.float64))
+    if props.shape != (n_groups,):
+        raise DataError(f"group_proportions must have {n_groups} values, got "
+                        f"{tuple(np.atleast_1d(props))}")
+    fractions = tuple(split)
+    if len(fractions) == 2:
+        fractions = (fractions[0], 0.0, fractions[1])
+    if len(fractions) != 3:
+        raise DataError(f"split must be (train, validation, test) fractions, got {split}")
+    return props, fractions
+
+
+def _draw(n: int, d: int, n_groups: int, props: np.ndarray, separability: float,
+          group_shift: float, label_noise: float, seed: int, label_kind: str
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The draw of :func:`make_synthetic` on the CPU from ``seed``: group codes, features,
+    labels (float64) and the unit label direction ``w``."""
+    gen = torch.Generator().manual_seed(int(seed))
+    counts = split_counts(n, props / props.sum() if props.sum() > 0 else props)
+    codes = torch.repeat_interleave(torch.arange(n_groups), torch.tensor(counts))
+    codes = codes[torch.randperm(n, generator=gen)]
+
+    w = torch.randn(d, generator=gen, dtype=torch.float64)
+    w = w / w.norm()
+    v = torch.randn(d, generator=gen, dtype=torch.float64)
+    v = v - (v @ w) * w
+    v = v / v.norm() if d > 1 and v.norm() > 1e-12 else torch.zeros(d, dtype=torch.float64)
+    direction = 0.8 * w + 0.6 * v
+    direction = direction / direction.norm()
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    x = x - group_shift * codes.double()[:, None] * direction[None, :]
+    score = separability * 2.0 * (x @ w)
+    p = torch.sigmoid(score)
+    if label_kind == "binary":
+        y = (torch.rand(n, generator=gen, dtype=torch.float64) < p).double()
+        flip = torch.rand(n, generator=gen, dtype=torch.float64) < label_noise
+        y = torch.where(flip, 1.0 - y, y)
+    else:
+        noise = torch.randn(n, generator=gen, dtype=torch.float64)
+        y = (p + label_noise * noise).clamp(0.0, 1.0)
+    return codes, x, y, w
