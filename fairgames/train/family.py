@@ -11,18 +11,34 @@ plays as its ``algorithm`` config (``results.json``), so a rerun of that config 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from fairgames.game import DEFAULT_PRESET, default_game
+from fairgames.problems.catalog import catalog_dir
 from fairgames.rates import Constraint, Expression
 
 from .config import AlgorithmConfig, algorithm_schema
 
-# The default preset's settings where configs/algorithm/proxy_lagrangian.yaml sets them; every
-# other player key at the schema's default (or null) has not been chosen either.
-DEFAULT_SETTINGS: Mapping[str, Any] = {"multiplier_lr": 1.0}
+
+@functools.cache
+def default_settings() -> Mapping[str, Any]:
+    """The default preset's settings as its config file sets them
+    (``configs/algorithm/<DEFAULT_PRESET>.yaml``); every other player key at the schema's
+    default (or null) has not been chosen either.
+
+    Example:
+        >>> default_settings()["multiplier_lr"]
+        1.0
+    """
+    path = catalog_dir().parent / "algorithm" / f"{DEFAULT_PRESET}.yaml"
+    data = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(data, dict)
+    return {k: v for k, v in data.items() if k != "name" and v is not None}
 
 
 def is_default_algorithm(algorithm: AlgorithmConfig) -> bool:
@@ -35,7 +51,7 @@ def is_default_algorithm(algorithm: AlgorithmConfig) -> bool:
         False
     """
     defaults = {f.name: f.default for f in fields(algorithm_schema())}
-    defaults.update(DEFAULT_SETTINGS)
+    defaults.update(default_settings())
     return (algorithm.name == DEFAULT_PRESET and algorithm.multipliers is None
             and all(v is None or v == defaults.get(k) for k, v in algorithm.settings.items()))
 
