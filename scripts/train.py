@@ -79,8 +79,10 @@ def main(cfg: DictConfig) -> float | None:
     LOG.info("run directory %s; overrides: %s", run_dir, " ".join(hydra_cfg.overrides.task))
     if cfg.trainer.tune is not None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))
+    finished = False                     # every rank done or stopped at the agreed step
     try:
         result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
+        finished = True
     except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError) as e:
         say(f"error: {e}", err=True)
         sys.exit(2)
@@ -88,6 +90,7 @@ def main(cfg: DictConfig) -> float | None:
         say(f"error: {e}", err=True)                 # what to do
         sys.exit(1)
     except RunInterrupted as e:
+        finished = True
         if not writes_outputs():
             sys.exit(e.exit_status)
         say(f"interrupted: {e}", err=True)
@@ -96,7 +99,7 @@ def main(cfg: DictConfig) -> float | None:
         sys.exit(e.exit_status)
     finally:
         quiet = not writes_outputs()         # a rank other than 0 of trainer.distributed
-        leave()
+        leave(finished=finished)
     if quiet:                            # rank 0 reports
         return None
     if result.results is None:

@@ -117,9 +117,16 @@ def agree_to_stop(received: int | None, device: torch.device) -> int | None:
     return int(flag.item()) or None
 
 
-def leave() -> None:
-    """Leave the process group at the end of a command-line run (if one was joined)."""
+def leave(*, finished: bool = True) -> None:
+    """Leave the process group at the end of a run (if one was joined). A run every rank
+    ``finished`` together (done, or stopped at the step they agreed on) first waits for the
+    others: a rank that tears its connections down while a peer is still finishing its last
+    collective can make that peer's communication thread abort the process (seen: 1 stop in
+    20 of a 2-rank gloo run ended in SIGABRT). A rank leaving on an error does not wait: its
+    peers may never reach the barrier."""
     if dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -114,6 +114,7 @@ def main() -> None:
         rows = slice(start, start + SHARDS[rank])
         results = {name: play(name, rows, True) for name in GAMES}
         torch.save(results, out / f"rank{rank}.pt")
+        dist.barrier()      # no rank tears down while a peer finishes its last collective
     finally:
         dist.destroy_process_group()
 

@@ -37,7 +37,7 @@ from fairgames.train.engine import (
     LogSettings,
     RunInterrupted,
 )
-from fairgames.train.parallel import DataParallel, wrap
+from fairgames.train.parallel import DataParallel, leave, wrap
 
 T = 10
 LOG_EVERY = 5
@@ -64,6 +64,7 @@ def main() -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
+    finished = False
     try:
         e = engine(out, rank, world)
         if mode == "resume":
@@ -84,8 +85,9 @@ def main() -> None:
             ended = {"signal": stopped.signal_name, "checkpoint": stopped.checkpoint}
         torch.save({"state": e.state_dict(), "step": e.step, **ended},
                    out / f"{mode}_rank{rank}.pt")
+        finished = True
     finally:
-        dist.destroy_process_group()
+        leave(finished=finished)     # the library's own teardown (a barrier, then destroy)
 
 
 if __name__ == "__main__":
