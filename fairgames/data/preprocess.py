@@ -97,60 +97,67 @@ def encode(
         if col.name not in frame.columns:
             raise DataError(f"column {col.name!r} is not in the data (have: "
                             f"{list(frame.columns)[:8]}...)")
-        s = frame[col.name]
-        if col.kind == "onehot":
-            ids, uniques = pd.factorize(s, use_na_sentinel=False)
-            labels = [_label(u) for u in uniques]
-            try:
-                order = sorted(range(len(uniques)), key=lambda i: (uniques[i], labels[i]))
-            except TypeError:
-                order = sorted(range(len(uniques)), key=lambda i: labels[i])
-            rank = np.empty(len(uniques), dtype=np.int64)
-            rank[order] = np.arange(len(uniques))
-            block = np.zeros((n, len(uniques)), dtype=np.float32)
-            block[np.arange(n), rank[ids]] = 1.0
-            blocks.append(block)
-            cats = [labels[i] for i in order]
-            names += [f"{col.name}={c}" for c in cats]
-            fitted.append({"column": col.name, "kind": "onehot", "values": cats})
-            continue
-        x = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
-        if np.isnan(x).any():
-            raise DataError(f"column {col.name!r} has missing values; it cannot be encoded "
-                            f"as {col.kind}")
-        tr = x[train_rows]
-        if len(tr) == 0:
-            raise DataError("cannot fit the feature encoders on an empty training split")
-        if col.kind == "standardize":
-            mu, sd = float(tr.mean()), float(tr.std())
-            sd = sd if sd > 0 else 1.0
-            blocks.append(((x - mu) / sd).astype(np.float32)[:, None])
-            names.append(col.name)
-            fitted.append({"column": col.name, "kind": "standardize", "mean": mu, "std": sd})
-        elif col.kind == "log1p":
-            if (x < 0).any():
-                raise DataError(f"log1p of column {col.name!r} needs values >= 0")
-            blocks.append(np.log1p(x).astype(np.float32)[:, None])
-            names.append(col.name)
-            fitted.append({"column": col.name, "kind": "log1p"})
-        elif col.kind == "passthrough":
-            blocks.append(x.astype(np.float32)[:, None])
-            names.append(col.name)
-            fitted.append({"column": col.name, "kind": "passthrough"})
-        elif col.kind == "thermometer":
-            edges = _edges(col, tr)
-            blocks.append((x[:, None] > edges[None, :]).astype(np.float32))
-            names += [f"{col.name}>{e:g}" for e in edges]
-            fitted.append({"column": col.name, "kind": "thermometer", "edges": edges.tolist()})
-        else:  # quantile, bins, percentile_bins: right-closed buckets, one-hot
-            edges = _edges(col, tr)
-            bucket = np.searchsorted(edges, x, side="left")
-            block = np.zeros((n, len(edges) + 1), dtype=np.float32)
-            block[np.arange(n), bucket] = 1.0
-            blocks.append(block)
-            bounds = ["-inf", *[f"{e:g}" for e in edges], "inf"]
-            names += [f"{col.name}=({bounds[k]},{bounds[k + 1]}]" for k in range(len(edges) + 1)]
-            fitted.append({"column": col.name, "kind": col.kind, "edges": edges.tolist()})
+        encoder = _onehot if col.kind == "onehot" else _numeric
+        block, col_names, params = encoder(col, frame[col.name], train_rows)
+        blocks.append(block)
+        names += col_names
+        fitted.append(params)
     if not blocks:
         return np.zeros((n, 0), dtype=np.float32), names, fitted
     return np.concatenate(blocks, axis=1), names, fitted
+
+
+def _onehot(col: Col, s: pd.Series, train_rows: np.ndarray
+            ) -> tuple[np.ndarray, list[str], dict[str, Any]]:
+    """One-hot columns over the values of the whole frame, in sorted order (by value, else
+    by label where values do not compare)."""
+    ids, uniques = pd.factorize(s, use_na_sentinel=False)
+    labels = [_label(u) for u in uniques]
+    try:
+        order = sorted(range(len(uniques)), key=lambda i: (uniques[i], labels[i]))
+    except TypeError:
+        order = sorted(range(len(uniques)), key=lambda i: labels[i])
+    rank = np.empty(len(uniques), dtype=np.int64)
+    rank[order] = np.arange(len(uniques))
+    block = np.zeros((len(s), len(uniques)), dtype=np.float32)
+    block[np.arange(len(s)), rank[ids]] = 1.0
+    cats = [labels[i] for i in order]
+    return (block, [f"{col.name}={c}" for c in cats],
+            {"column": col.name, "kind": "onehot", "values": cats})
+
+
+def _numeric(col: Col, s: pd.Series, train_rows: np.ndarray
+             ) -> tuple[np.ndarray, list[str], dict[str, Any]]:
+    """A numeric column's block: scaled, transformed or bucketed with statistics fitted on
+    ``train_rows``."""
+    x = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
+    if np.isnan(x).any():
+        raise DataError(f"column {col.name!r} has missing values; it cannot be encoded "
+                        f"as {col.kind}")
+    tr = x[train_rows]
+    if len(tr) == 0:
+        raise DataError("cannot fit the feature encoders on an empty training split")
+    params: dict[str, Any] = {"column": col.name, "kind": col.kind}
+    if col.kind == "standardize":
+        mu, sd = float(tr.mean()), float(tr.std())
+        sd = sd if sd > 0 else 1.0
+        return ((x - mu) / sd).astype(np.float32)[:, None], [col.name], {
+            **params, "mean": mu, "std": sd}
+    if col.kind == "log1p":
+        if (x < 0).any():
+            raise DataError(f"log1p of column {col.name!r} needs values >= 0")
+        return np.log1p(x).astype(np.float32)[:, None], [col.name], params
+    if col.kind == "passthrough":
+        return x.astype(np.float32)[:, None], [col.name], params
+    edges = _edges(col, tr)
+    params["edges"] = edges.tolist()
+    if col.kind == "thermometer":
+        return ((x[:, None] > edges[None, :]).astype(np.float32),
+                [f"{col.name}>{e:g}" for e in edges], params)
+    # quantile, bins, percentile_bins: right-closed buckets, one-hot
+    bucket = np.searchsorted(edges, x, side="left")
+    block = np.zeros((len(x), len(edges) + 1), dtype=np.float32)
+    block[np.arange(len(x)), bucket] = 1.0
+    bounds = ["-inf", *[f"{e:g}" for e in edges], "inf"]
+    return (block, [f"{col.name}=({bounds[k]},{bounds[k + 1]}]" for k in range(len(edges) + 1)],
+            params)

@@ -83,38 +83,44 @@ class MinibatchSampler:
         self._full: torch.Tensor | None = None
 
         if balanced_by is not None:
-            if not isinstance(data, TabularDataset):
-                raise DataError("balanced_by needs a TabularDataset, not a number of rows")
-            if balanced_by not in data.groups:
-                raise DataError(f"unknown protected attribute {balanced_by!r} for balanced "
-                                f"batches; known: {sorted(data.groups)}")
-            if batch_size is None:
-                raise DataError("balanced_by needs a batch_size (a full batch is not balanced)")
-            codes = data.groups[balanced_by].cpu()
-            g = len(data.group_names[balanced_by])
-            if batch_size < g:
-                raise DataError(f"batch_size {batch_size} is smaller than the {g} groups of "
-                                f"{balanced_by!r}")
-            counts = torch.bincount(codes, minlength=g)
-            empty = [data.group_names[balanced_by][i] for i in range(g) if counts[i] == 0]
-            if empty:
-                raise DataError(f"group(s) {empty} of {balanced_by!r} have no rows; cannot "
-                                "balance batches")
-            order = torch.argsort(codes, stable=True)
-            self._members = [t.to(self.device) for t in torch.split(order, counts.tolist())]
-            self._per_group = [batch_size // g + (1 if i < batch_size % g else 0)
-                               for i in range(g)]
-            shares = counts.double() / n
-            quota = torch.tensor(self._per_group, dtype=torch.float64) / batch_size
-            self._factor = (shares / quota).float().to(self.device)
-            self._codes = data.groups[balanced_by].to(self.device)
-            self._g_epoch = [0] * g
-            self._g_pos = [0] * g
-            self._g_perm: list[torch.Tensor | None] = [None] * g
+            self._balance(data, balanced_by, batch_size)
         self.epoch = 0
         self.position = 0
         self.steps = 0
         self._perm: torch.Tensor | None = None
+
+    def _balance(self, data: TabularDataset | int, balanced_by: str,
+                 batch_size: int | None) -> None:
+        """Per-group members, per-batch quotas and the reweighting factor of balanced
+        batches (each group's share of the data over its share of a batch)."""
+        if not isinstance(data, TabularDataset):
+            raise DataError("balanced_by needs a TabularDataset, not a number of rows")
+        if balanced_by not in data.groups:
+            raise DataError(f"unknown protected attribute {balanced_by!r} for balanced "
+                            f"batches; known: {sorted(data.groups)}")
+        if batch_size is None:
+            raise DataError("balanced_by needs a batch_size (a full batch is not balanced)")
+        codes = data.groups[balanced_by].cpu()
+        g = len(data.group_names[balanced_by])
+        if batch_size < g:
+            raise DataError(f"batch_size {batch_size} is smaller than the {g} groups of "
+                            f"{balanced_by!r}")
+        counts = torch.bincount(codes, minlength=g)
+        empty = [data.group_names[balanced_by][i] for i in range(g) if counts[i] == 0]
+        if empty:
+            raise DataError(f"group(s) {empty} of {balanced_by!r} have no rows; cannot "
+                            "balance batches")
+        order = torch.argsort(codes, stable=True)
+        self._members = [t.to(self.device) for t in torch.split(order, counts.tolist())]
+        self._per_group = [batch_size // g + (1 if i < batch_size % g else 0)
+                           for i in range(g)]
+        shares = counts.double() / self.n
+        quota = torch.tensor(self._per_group, dtype=torch.float64) / batch_size
+        self._factor = (shares / quota).float().to(self.device)
+        self._codes = data.groups[balanced_by].to(self.device)
+        self._g_epoch = [0] * g
+        self._g_pos = [0] * g
+        self._g_perm: list[torch.Tensor | None] = [None] * g
 
     # ---------------------------------------------------------------- helpers
     def _permutation(self, size: int, stream: int, epoch: int) -> torch.Tensor:

@@ -200,24 +200,36 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     """``report.md``: the problem, a summary per solution and split, constraints, per-group
     rates on the test split, and the game's final state."""
     cfg = results["config"]
-    tr = results["training"]
-    sol = results["solutions"]
     out = [f"# fairgames run: {statements.get('name', 'problem')} on "
            f"{cfg.get('data', {}).get('name', 'data')}", ""]
     if statements.get("description"):
         out += [statements["description"], ""]
-    out += ["## Problem", "", f"- objective (minimised): `{statements['objective']}`"]
+    out += _problem_section(cfg, results["training"], statements)
+    if results.get("verdict"):
+        out += verdict_section(results["verdict"])
+    out += _solutions_section(results["training"], results["solutions"])
+    out += _game_section(results["training"])
+    return "\n".join(out)
+
+
+def _problem_section(cfg: Mapping[str, Any], tr: Mapping[str, Any],
+                     statements: Mapping[str, Any]) -> list[str]:
+    """The problem's objective, constraints, tolerance, values, group and algorithm."""
+    out = ["## Problem", "", f"- objective (minimised): `{statements['objective']}`"]
     for name, text in statements.get("constraints", {}).items():
         out.append(f"- constraint `{name}`: `{text}`")
     if statements.get("tolerance") is not None:
         out.append(f"- tolerance: {statements['tolerance']} ({statements.get('tolerance_kind')})")
     for k, v in (statements.get("values") or {}).items():
         out.append(f"- `{k}` = {_fmt(v)}")
-    out += [f"- protected attribute: `{cfg.get('data', {}).get('protected')}`",
-            f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
-    if results.get("verdict"):
-        out += verdict_section(results["verdict"])
-    out += ["## Summary", ""]
+    return out + [f"- protected attribute: `{cfg.get('data', {}).get('protected')}`",
+                  f"- algorithm: `{tr.get('preset')}`, {tr['steps']} steps", ""]
+
+
+def _solutions_section(tr: Mapping[str, Any], sol: Mapping[str, Any]) -> list[str]:
+    """The summary table (every solution and split), the test constraints with intervals and
+    the per-group tables."""
+    out = ["## Summary", ""]
     if "recommended" in tr:
         rec = tr["recommended"]
         out += [f"**Recommended** (the solution to deploy, `recommended.pt`): "
@@ -225,7 +237,6 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     out += ["Constraint values are `g` in `g <= 0`: positive means violated.", ""]
     kind = sol["final"]["test"].get("label_kind", "binary")
     headline = HEADLINE[kind] + tuple(k for k in DISPARITIES if k in sol["final"]["test"])
-    columns = TABLE_COLUMNS[kind]
     solutions = [s for s in SOLUTIONS if s in sol]    # results written before `recommended`
     rows = []
     for s in solutions:
@@ -242,6 +253,13 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
                 for n in names]
         out += ["`g` [95 % bootstrap interval].", "", _table(["constraint", *solutions], rows),
                 ""]
+    return out + _groups_section(sol, solutions, kind)
+
+
+def _groups_section(sol: Mapping[str, Any], solutions: Sequence[str], kind: str) -> list[str]:
+    """Per solution, the test split's per-group rates (or losses) with their summary rows."""
+    columns = TABLE_COLUMNS[kind]
+    out: list[str] = []
     for s in solutions:
         groups = sol[s]["test"]["groups"]
         title = "rates" if kind == "binary" else "losses"
@@ -249,10 +267,15 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         rows = [[g, _count(rates.get("count"))] + [rates.get(r) for r in columns]
                 for g, rates in groups.items()]
         out += [_table(["group", "count", *columns], rows + _summary_rows(groups, columns)), ""]
-    out += [f"Difference: max − min over the groups; ratio: min / max (as fairlearn's "
-            f"MetricFrame). Every solution and split: `{GROUPS_FILE}`; constraints with "
-            f"intervals: `{CONSTRAINTS_FILE}`.", ""]
-    out += ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
+    return out + [f"Difference: max − min over the groups; ratio: min / max (as fairlearn's "
+                  f"MetricFrame). Every solution and split: `{GROUPS_FILE}`; constraints with "
+                  f"intervals: `{CONSTRAINTS_FILE}`.", ""]
+
+
+def _game_section(tr: Mapping[str, Any]) -> list[str]:
+    """The game's final state: feasibility monitor, recommendation, best iterate, mixture and
+    the multipliers."""
+    out = ["## Game", "", f"- likely infeasible: {_fmt(tr['likely_infeasible'])}"]
     if "recommended" in tr:
         rec = tr["recommended"]
         out.append(f"- recommended: {rec['solution']} (rule {rec['rule']}, chosen on "
@@ -266,7 +289,7 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
     if tr["multipliers"]:
         out += ["", _table(["multiplier row", "λ"], list(tr["multipliers"].items()))]
     out.append("")
-    return "\n".join(out)
+    return out
 
 
 def _summary_rows(groups: Mapping[str, Any], columns: Sequence[str]) -> list[list[Any]]:
