@@ -155,6 +155,44 @@ def test_lr_above_ls_inside_the_test_band_is_undecided_not_a_pass(rep):
     assert rep.verdict({"adult2k_s4": wide, "law_s4": {"passed": True}}) == "undecided"
 
 
+def test_lr_against_ls_pooled_over_seeds_uses_the_standard_error(rep):
+    """Several seeds: the verdict reads the seeds' mean difference against 1.96 standard
+    errors (numpy's), not each seed's own band."""
+    diffs = [0.004, -0.006, 0.002, -0.003, -0.002]
+    per = {f"adult2k_s{i}": {"mean_ls_minus_lr": d, "passed": d >= 0,
+                             **({"undecided": True} if d < 0 else {})}
+           for i, d in enumerate(diffs)}
+    out = rep.pooled_over_seeds(per)
+    pooled = out["adult2k_pooled"]
+    se = np.std(diffs, ddof=1) / math.sqrt(len(diffs))
+    assert pooled["n"] == 5 and pooled["se"] == pytest.approx(se)
+    assert pooled["mean_ls_minus_lr"] == pytest.approx(np.mean(diffs))
+    assert np.mean(diffs) < 0 and -1.96 * se <= np.mean(diffs)
+    assert not pooled["passed"] and pooled["undecided"]
+    assert rep.verdict(out) == "undecided"
+    # a mean below 1.96 SE is a FAIL, whatever each seed's band said
+    far = rep.pooled_over_seeds({k: {**g, "mean_ls_minus_lr": g["mean_ls_minus_lr"] - 0.01}
+                                 for k, g in per.items()})
+    assert rep.verdict(far) is False
+    # one seed: no pooled entry, the per-seed rule as before
+    assert rep.pooled_over_seeds({"adult2k_s4": per["adult2k_s4"]}) == {
+        "adult2k_s4": per["adult2k_s4"]}
+
+
+def test_methods_filter_runs_only_the_named_cells(rep, tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(rep, "run_all", lambda cells, *a: (ran.extend(cells), ([], []))[1])
+    monkeypatch.setattr(rep, "goals", lambda *a: {})
+    monkeypatch.setattr(rep, "plot", lambda *a: None)
+    monkeypatch.setattr(rep, "markdown", lambda *a: "")
+    rep.main(["--quick", "--only", "adult2k", "--seeds", "0", "1", "--methods", "red_ls,red_lr",
+              "--out", str(tmp_path)])
+    assert {c["method"] for c in ran} == {"red_ls", "red_lr"}
+    assert len(ran) == 2 * 2 * len(rep.EPS_QUICK)
+    with pytest.raises(SystemExit):
+        rep.main(["--quick", "--methods", "red_xx", "--out", str(tmp_path)])
+
+
 def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
     calls = []
 
