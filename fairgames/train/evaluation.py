@@ -443,6 +443,13 @@ def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
     """
     if decision and batch.label_kind == "binary":
         batch = dataclasses.replace(batch, scores=batch.scores - decision)
+    if batch.label_kind == "binary" and batch.scores is not None:
+        # the table reads 1[s > 0] alone: the expected prediction gives its values, bit for
+        # bit, without the surrogate bounds of the scores' pass
+        p = expected_prediction(batch.scores, batch.mixture_weights)
+        if p is not None:
+            batch = dataclasses.replace(batch, scores=None, mixture_weights=None,
+                                        probabilities=p)
     return cached_group_table(attribute, tuple(batch.group_values[attribute]),
                               batch.label_kind).evaluate(batch)
 

@@ -12,10 +12,12 @@ from fairgames.data import make_synthetic
 from fairgames.problems import load_problem
 from fairgames.rates import NonFiniteScoresError, error_rate, positive_prediction_rate, rate
 from fairgames.rates.events import score_at_least
+from fairgames.rates.exact import cached_group_table
 from fairgames.train.data import make_batch
 from fairgames.train.evaluation import (
     SolutionEvaluator,
     _counts_suffice,
+    batch_group_table,
     expected_prediction,
     statements,
 )
@@ -132,3 +134,20 @@ def test_a_threshold_other_than_zero_is_counted_one_model_at_a_time():
         x = row.numpy()
         assert got["constraints"]["t"]["value"] == pytest.approx(
             np.mean(x >= 0.3) - np.mean(x > 0) - 0.1, abs=1e-12)
+
+
+@pytest.mark.parametrize("decision", [0.0, 0.5])
+def test_the_logged_group_table_is_the_scores_own(decision):
+    """batch_group_table reads the expected prediction: the table of the scores' own pass."""
+    ds, s = SPLITS.train, candidates(2, seed=4)
+    q = torch.tensor([0.5, 0.3, 0.1, 0.1])
+    for scores, weights in ((s[0], None), (s, q)):
+        batch = make_batch(ds, scores, mixture_weights=weights)
+        got = batch_group_table(batch, PROTECTED, decision)
+        shifted = make_batch(ds, scores - decision, mixture_weights=weights)
+        table = cached_group_table(PROTECTED, tuple(ds.group_names[PROTECTED]), "binary")
+        assert same(got, table.evaluate(shifted))
+        y, hit = ds.labels.numpy(), (scores - decision).numpy() > 0
+        p = hit.astype(float) if weights is None else (weights.double().numpy()[:, None]
+                                                       * hit).sum(0)
+        assert got["overall"]["tpr"] == pytest.approx(p[y == 1].mean(), abs=1e-12)
