@@ -208,12 +208,15 @@ def constraint_holdout(train: TabularDataset, protected: str, fraction: float, s
     return torch.as_tensor(theta), torch.as_tensor(held)
 
 
-def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | None = None, *,
+def make_batch(ds: TabularDataset, scores: torch.Tensor | None,
+               index: torch.Tensor | None = None, *,
                baseline_scores: torch.Tensor | None = None,
                weights: torch.Tensor | None = None,
-               mixture_weights: torch.Tensor | None = None) -> Batch:
+               mixture_weights: torch.Tensor | None = None,
+               probabilities: torch.Tensor | None = None) -> Batch:
     """A :class:`~fairgames.rates.Batch` of rows ``index`` (all rows when ``None``) of ``ds``
-    with the model's ``scores`` for those rows. No host sync.
+    with the model's ``scores`` for those rows (or, with ``scores=None``, the
+    ``probabilities`` ``P(ŷ = 1)`` of its predictions). No host sync.
 
     Example:
         >>> from fairgames.data import make_synthetic
@@ -232,7 +235,7 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor, index: torch.Tensor | N
         base = baseline_scores[index] if baseline_scores is not None else None
     return Batch(scores=scores, labels=labels, label_kind=ds.label_kind, weights=weights,
                  groups=groups, group_values=ds.group_names, baseline_scores=base,
-                 mixture_weights=mixture_weights)
+                 mixture_weights=mixture_weights, probabilities=probabilities)
 
 
 def chunks(n: int, size: int, device: torch.device | str) -> Iterator[torch.Tensor]:

@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -46,6 +46,8 @@ from fairgames.rates import (
     summary_metrics,
     threshold_rates,
 )
+from fairgames.rates.evaluator import LeafValues
+from fairgames.rates.events import DEFAULT_INDICATOR
 from fairgames.rates.exact import cached_group_table
 
 from .data import chunks, make_batch
@@ -115,7 +117,8 @@ class SolutionEvaluator:
         evaluator, table, summary = self._view(ds)
 
         def parts(s: torch.Tensor) -> Iterator[Batch]:
-            return self._parts(ds, s, mixture_weights, baseline_scores)
+            return self._parts(ds, s, mixture_weights, baseline_scores,
+                               _reads_sign_only(evaluator))
         values = evaluator.evaluate(parts(scores))
         # a binary target's rates at the model's decision (a second pass, shifted scores)
         shifted = (evaluator.evaluate(parts(scores - self.decision))
@@ -139,15 +142,62 @@ class SolutionEvaluator:
         evaluator, _, _ = self._view(ds)
         names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
         values = evaluator.evaluate(
-            self._parts(ds, scores, mixture_weights, baseline_scores), names)
+            self._parts(ds, scores, mixture_weights, baseline_scores,
+                        _reads_sign_only(evaluator)), names)
         return {"objective": values[("objective",)], "constraints": self._constraints(values)}
 
+    def statements_each(self, ds: TabularDataset, scores: torch.Tensor,
+                        baseline_scores: torch.Tensor | None = None) -> list[dict[str, Any]]:
+        """:meth:`statements` of each row of ``scores`` ``[R, N]`` (``R`` deterministic
+        models: a run's candidates), the same values bit for bit. Where every metric reads
+        the scores through ``1[s > 0]`` alone and the counts are integers (hard groups,
+        unweighted rows, events with integer coefficients), all ``R`` models are counted in
+        one pass (:func:`_leaf_values_each`); otherwise one :meth:`statements` per row.
+
+        Example:
+            >>> from fairgames.data import make_synthetic
+            >>> from fairgames.rates import error_rate, fmeasure
+            >>> ds = make_synthetic(n=200, seed=0).test
+            >>> view = SolutionEvaluator(fmeasure(), [(error_rate() <= 0.3).named("e")], "group")
+            >>> s = torch.randn(3, len(ds), generator=torch.Generator().manual_seed(0))
+            >>> view.statements_each(ds, s) == [view.statements(ds, row) for row in s]
+            True
+        """
+        evaluator, _, _ = self._view(ds)
+        if not (_counts_suffice(evaluator, ds) and bool(torch.isfinite(scores).all())):
+            return [self.statements(ds, row, baseline_scores=baseline_scores)
+                    for row in scores]
+        names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
+
+        def parts() -> Iterator[tuple[Batch, torch.Tensor]]:
+            whole = len(ds) <= self.chunk
+            for idx in [None] if whole else chunks(len(ds), self.chunk, ds.device):
+                # each row's expected_prediction, bit for bit
+                p = (scores if idx is None else scores[:, idx]) > 0
+                yield (make_batch(ds, None, idx, baseline_scores=baseline_scores,
+                                  probabilities=p[0].to(torch.float64)),
+                       p.to(torch.float64))
+        out = []
+        for leaves in _leaf_values_each(evaluator, parts()):
+            values = evaluator.read(leaves, names)
+            out.append({"objective": values[("objective",)],
+                        "constraints": self._constraints(values)})
+        return out
+
     def _parts(self, ds: TabularDataset, scores: torch.Tensor,
-               mixture_weights: torch.Tensor | None, baseline_scores: torch.Tensor | None
-               ) -> Iterator[Batch]:
-        return (make_batch(ds, scores[..., idx], idx, baseline_scores=baseline_scores,
-                           mixture_weights=mixture_weights)
-                for idx in chunks(len(ds), self.chunk, ds.device))
+               mixture_weights: torch.Tensor | None, baseline_scores: torch.Tensor | None,
+               sign_only: bool = False) -> Iterator[Batch]:
+        """The split's chunks with their scores (a split of one chunk: its own tensors, not
+        copies); with ``sign_only`` (the metrics read only ``1[s > 0]``), each chunk's
+        expected prediction instead where it is a probability."""
+        whole = 0 < len(ds) <= self.chunk
+        for idx in [None] if whole else chunks(len(ds), self.chunk, ds.device):
+            s = scores if idx is None else scores[..., idx]
+            p = expected_prediction(s, mixture_weights) if sign_only else None
+            yield (make_batch(ds, None, idx, baseline_scores=baseline_scores, probabilities=p)
+                   if p is not None else
+                   make_batch(ds, s, idx, baseline_scores=baseline_scores,
+                              mixture_weights=mixture_weights))
 
     def _constraints(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float]]:
         out = {}
@@ -167,6 +217,86 @@ class SolutionEvaluator:
         return {"ks_disparity": ks_disparity(scores, codes, k, member_weights=q),
                 "grid_disparity": threshold_rates(scores, codes, k, self.grid,
                                                   member_weights=q).disparity()}
+
+
+def _reads_sign_only(evaluator: ExactEvaluator) -> bool:
+    """Whether every metric of ``evaluator`` reads the scores through ``1[s > 0]`` alone (no
+    threshold other than 0, no group loss): then a row's expected prediction is all its
+    exact values need."""
+    rates = evaluator.rates
+    return not rates.losses and all(i == DEFAULT_INDICATOR for i in rates.indicators)
+
+
+def _counts_suffice(evaluator: ExactEvaluator, ds: TabularDataset) -> bool:
+    """Whether ``ds``'s exact values under 0/1 predictions are ratios of integer counts: the
+    metrics read ``1[s > 0]`` alone, the groups are hard, and every event's coefficients
+    are integers (then any order of summing them gives the same float64 values)."""
+    events = [lf.event for lf in evaluator.rates.leaves if lf.event is not None]
+    return (_reads_sign_only(evaluator) and len(ds) > 0
+            and not any(g.is_floating_point() for g in ds.groups.values())
+            and all(float(v).is_integer() for e in events for table in (e.a, e.b)
+                    for row in table for v in row))
+
+
+def _leaf_values_each(evaluator: ExactEvaluator, parts: Iterable[tuple[Batch, torch.Tensor]]
+                      ) -> list[LeafValues]:
+    """Every leaf's exact value on a split for each of ``R`` models with 0/1 predictions,
+    from ``parts``: each chunk's batch (any one model's) and the models' predictions on it
+    ``[R, B]`` (float64). The per-cell counts of all models are added up at once and
+    mapped to leaf values by the evaluator's own plan
+    (:meth:`~fairgames.rates.RateEvaluator.leaf_values_of_sums`); being integers, they and
+    the leaf values are those of :meth:`~fairgames.rates.ExactEvaluator.leaf_values` on
+    each model, bit for bit. Each chunk is checked as that checks it (labels, codes)."""
+    rates, layout, sums = evaluator.rates, None, None
+    for batch, predictions in parts:
+        rates.to(batch.device)
+        batch.check_values()
+        weights, code = rates.example_columns(batch, torch.float64, bounds=False)
+        cells = rates.hard_cells(batch)
+        if sums is None:
+            layout = batch
+            # the plan's cell-sum layout [cells, columns]: the rows' weight (1 each:
+            # make_batch gives no weights), then each indicator's true / upper / lower
+            # columns (the bounds stay zero: only true values are read)
+            sums = torch.zeros(len(predictions), cells, weights.shape[1],
+                               dtype=torch.float64, device=code.device)
+        sums[:, :, 0] += torch.bincount(code, minlength=cells).to(torch.float64)
+        hits = torch.zeros(len(predictions), cells, dtype=torch.float64, device=code.device)
+        hits.index_add_(1, code, predictions)
+        for j in range(len(rates.indicators)):
+            sums[:, :, 1 + 3 * j] += hits
+    assert layout is not None and sums is not None
+    true, subset = rates.leaf_values_of_sums(layout, sums.reshape(len(sums), -1))
+    nan = torch.full_like(true[:, 0], float("nan"))
+    return [LeafValues(true[:, r], nan, nan, rates.index, subset_weights=subset[:, r])
+            for r in range(len(sums))]
+
+
+def expected_prediction(scores: torch.Tensor, mixture_weights: torch.Tensor | None = None
+                        ) -> torch.Tensor | None:
+    """``P(ŷ = 1)`` per row, float64: ``1[s > 0]`` of scores ``[N]``, or ``Σ_r q_r 1[s_r > 0]``
+    of a mixture's ``[R, N]`` with weights ``q`` ``[R]``; ``None`` where a score is not finite
+    or float32 weights summing above 1 put a row above 1 (evaluate the scores then: they raise
+    the named error, or carry the mixture as it is).
+
+    The values are the exact evaluator's own true columns for these scores, bit for bit
+    (:meth:`~fairgames.rates.RateEvaluator.example_columns`: the same comparison and the
+    same float64 products and sum), without the surrogate bounds it computes beside them.
+
+    Example:
+        >>> expected_prediction(torch.tensor([[1.0, -1.0], [2.0, 3.0]]),
+        ...                     torch.tensor([0.25, 0.75])).tolist()
+        [1.0, 0.75]
+        >>> expected_prediction(torch.tensor([1.0, float("nan")])) is None
+        True
+    """
+    hit = scores > 0
+    if mixture_weights is None:
+        p = hit.to(torch.float64)
+    else:
+        p = (mixture_weights.to(torch.float64)[:, None] * hit).sum(0)
+    ok = torch.isfinite(scores).all() & (p >= 0).all() & (p <= 1).all()
+    return p if bool(ok) else None
 
 
 def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDataset,
@@ -313,6 +443,13 @@ def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
     """
     if decision and batch.label_kind == "binary":
         batch = dataclasses.replace(batch, scores=batch.scores - decision)
+    if batch.label_kind == "binary" and batch.scores is not None:
+        # the table reads 1[s > 0] alone: the expected prediction gives its values, bit for
+        # bit, without the surrogate bounds of the scores' pass
+        p = expected_prediction(batch.scores, batch.mixture_weights)
+        if p is not None:
+            batch = dataclasses.replace(batch, scores=None, mixture_weights=None,
+                                        probabilities=p)
     return cached_group_table(attribute, tuple(batch.group_values[attribute]),
                               batch.label_kind).evaluate(batch)
 

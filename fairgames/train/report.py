@@ -111,16 +111,10 @@ def _inline_refs(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> A
 
 def environment(device: torch.device) -> dict[str, Any]:
     """Versions, device, threads, git commit and time of a run."""
-    try:
-        from importlib.metadata import version
-
-        fg = version("fairgames")
-    except Exception:  # pragma: no cover - not installed (a source checkout)
-        fg = "unknown"
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "fairgames": fg,
+        "fairgames": _fairgames_version(),
         "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
         "threads": torch.get_num_threads(),
         "platform": platform.platform(),
@@ -129,7 +123,21 @@ def environment(device: torch.device) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _fairgames_version() -> str:
+    """The installed distribution's version, read once a process (a metadata scan)."""
+    try:
+        from importlib.metadata import version
+
+        return version("fairgames")
+    except Exception:  # pragma: no cover - not installed (a source checkout)
+        return "unknown"
+
+
+@functools.cache
 def _git_commit() -> str | None:
+    """The checkout's commit, read once a process (a ``git`` subprocess: milliseconds a run
+    otherwise; the code a process runs is the one it imported)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None

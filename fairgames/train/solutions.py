@@ -140,8 +140,7 @@ def candidate_values(evaluator: SolutionEvaluator, ds: TabularDataset, scores: t
     """Objective (``inf`` where undefined) and ``g ≤ 0`` rows of each row of ``scores``."""
     senses = [c.sense for c in evaluator.constraints]
     objectives, rows = [], []
-    for r in range(scores.shape[0]):
-        m = evaluator.statements(ds, scores[r], baseline_scores=baseline)
+    for m in evaluator.statements_each(ds, scores, baseline_scores=baseline):
         objectives.append(m["objective"] if m["objective"] is not None else math.inf)
         rows.append(constraint_rows(m, senses))
     return objectives, rows
