@@ -331,14 +331,18 @@ class RateEvaluator(torch.nn.Module):
                 losses.setdefault(lf.loss.name, lf.loss)
         self.indicators: list[Indicator] = list(indicators)
         self.losses: list[Loss] = list(losses.values())
-        m = len(self.subsets)
-        self.register_buffer("running_average", torch.zeros(m, dtype=torch.float64))
-        self.register_buffer("running_decay_power", torch.ones((), dtype=torch.float64))
+        m, k = len(self.subsets), len(self.leaves)
+        # The running estimates are views of one float64 vector, so that the non-finite
+        # guard (fairgames.game.finite) saves and restores them in one op each.
+        estimates = torch.zeros(m + 1 + 2 * k, dtype=torch.float64)
+        estimates[m] = 1.0
+        estimates[m + 1 + k:] = 1.0
+        self.register_buffer("running_average", estimates[:m])
+        self.register_buffer("running_decay_power", estimates[m])
         # Each leaf's running rate (the leaf values of an empty subset): a moving average
         # over the batches where its subset had weight, and decay^(those batches).
-        k = len(self.leaves)
-        self.register_buffer("rate_average", torch.zeros(k, dtype=torch.float64))
-        self.register_buffer("rate_decay_power", torch.ones(k, dtype=torch.float64))
+        self.register_buffer("rate_average", estimates[m + 1: m + 1 + k])
+        self.register_buffer("rate_decay_power", estimates[m + 1 + k:])
         self.register_buffer("nonfinite_seen", torch.zeros((), dtype=torch.bool))
         # The fused pass adds each batch's score sum here (one op; NaN/inf stick) instead of
         # testing every score; check_finite and state_dict fold it into nonfinite_seen.
