@@ -1167,6 +1167,8 @@ class _FusedBound(torch.autograd.Function):
                 layout: _Layout, update: bool,
                 costs: Callable[[torch.Tensor], torch.Tensor], reduce: Reduce | None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # true and bounds take no gradient: no zeros made for them in the backward
+        ctx.set_materialize_grads(False)
         s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
         values, den, slope = _fused_values(ev, layout, s, update, reduce)
         k = layout.plan.n_leaves
@@ -1183,7 +1185,7 @@ class _FusedBound(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_value: torch.Tensor, _g_true: torch.Tensor | None,  # type: ignore[override]
                  _g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        if not ctx.needs_input_grad[0]:
+        if g_value is None or not ctx.needs_input_grad[0]:
             return None, None, None, None, None, None
         _first_order_only()
         (grad,) = ctx.saved_tensors
