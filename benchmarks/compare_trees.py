@@ -13,7 +13,9 @@ take from the benchmark, which swamps a 5 % difference.
 It also counts the aten ops of one step of each column (linear model, SGD, K = 2) with a
 ``TorchDispatchMode`` from zero_grad to step, after warm-up, and lists the ops that differ.
 
-Goal (issue 19): no column more than 5 % slower (every median ratio ≤ 1.05).
+Goal (issue 19): no column more than 5 % slower (every median ratio ≤ 1.05). Issue 24's
+statistic is reported beside it for each tree: in every block, a column's extra time over the
+plain step as a fraction of cooper's extra in the same block (median and quartiles).
 
 Usage::
 
@@ -129,6 +131,23 @@ def summarise(blocks: dict[str, list[dict]]) -> dict[str, dict[str, Any]]:
     return table
 
 
+def extra_vs_cooper(blocks: dict[str, list[dict]]) -> dict[str, dict[str, Any]]:
+    """Issue 24's statistic per tree: in every block with cooper's column, a column's extra
+    time over the plain step divided by cooper's extra (both timed in that block), as the
+    median over blocks with its quartiles."""
+    out: dict[str, dict[str, Any]] = {}
+    for side, side_blocks in blocks.items():
+        for case in (c for c in side_blocks[0] if c != "fairgames"):
+            if "cooper" not in side_blocks[0][case]:
+                continue
+            for col in ("eval", "game", "lagrangian", "floor"):
+                r = [(b[case][col] - b[case]["plain"]) / (b[case]["cooper"] - b[case]["plain"])
+                     for b in side_blocks]
+                q1, med, q3 = quartiles(r)
+                out[f"{side}_{case}_{col}"] = {"median": med, "q1": q1, "q3": q3, "blocks": r}
+    return out
+
+
 def op_diff(old: dict[str, int], new: dict[str, int]) -> dict[str, int]:
     """new − old calls per op, the ops whose count changed."""
     return {op: new.get(op, 0) - old.get(op, 0) for op in sorted(set(old) | set(new))
@@ -153,7 +172,8 @@ def compare(old: Path, new: Path, n_blocks: int, cases: list[tuple[str, int]], s
     counts = {side: {col: {"aten": sum(n for op, n in c.items() if op.startswith("aten.")),
                            "all": sum(c.values())} for col, c in o.items()}
               for side, o in ops.items()}
-    return {"columns": summarise(blocks), "ops_per_step": counts,
+    return {"columns": summarise(blocks), "extra_vs_cooper_extra": extra_vs_cooper(blocks),
+            "ops_per_step": counts,
             "op_diff": {col: op_diff(ops["old"][col], ops["new"][col]) for col in ops["new"]},
             "ops": ops, "wall_s": time.perf_counter() - started}
 
@@ -168,6 +188,10 @@ def print_table(result: dict[str, Any]) -> None:
               f"{r['ratio_q1']:6.3f} {r['ratio_q3']:6.3f} {r['ratio_min']:6.3f} "
               f"{r['ratio_max']:6.3f} {r['ratio_per_plain']:7.3f}"
               f"{'' if r['met'] else '  > 1.05'}")
+    if result["extra_vs_cooper_extra"]:
+        print("\nextra over plain / cooper's extra (per block, median [q1, q3]):")
+        for name, r in result["extra_vs_cooper_extra"].items():
+            print(f"  {name:28} {r['median']:6.3f} [{r['q1']:.3f}, {r['q3']:.3f}]")
     print("\naten ops per step (linear, SGD, K = 2; zero_grad to step, after warm-up):")
     print("  (aten ops; in brackets with the profiler's record_function enter/exit ops)")
     for col, new in result["ops_per_step"]["new"].items():

@@ -132,9 +132,9 @@ class FiniteGuard:
             return
         live = self._estimates
         if not live:       # found once (walking the module's buffers costs more than a copy)
-            live = self._estimates = [
+            live = self._estimates = _merge_views([
                 b for name, b in self._module.named_buffers()
-                if not name.startswith("_") and b.is_floating_point() and b.device == self.device]
+                if not name.startswith("_") and b.is_floating_point() and b.device == self.device])
             if not live:
                 self._module = None
                 return
@@ -182,18 +182,23 @@ class FiniteGuard:
                 gradients: bool, step: int | torch.Tensor) -> torch.Tensor:
         """``ok`` (a device boolean) for this step, with θ restored and the flag set when not.
         ``gradients=False`` leaves the gradients to a GradScaler (AMP)."""
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
-                 if gradients and p.grad is not None and p.grad.device == self.device]
         zero = self._zero
+        tested = [zero if self._scores is None else self._scores,
+                  zero if self._weights is None else self._weights, loss]
+        if gradients:
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                     if p.grad is not None and p.grad.device == self.device]
+            if grads:
+                tested += torch._foreach_norm(grads, float("inf"))
+        self._scores = self._weights = None
         with torch.no_grad():
-            values = torch.stack([zero if self._scores is None else self._scores,
-                                  zero if self._weights is None else self._weights, loss,
-                                  *(torch._foreach_norm(grads, float("inf")) if grads else ())])
-            self.forget()
+            values = torch.stack(tested)
             # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
             skipped = (values.sum() * 0).ne(0)
             ok = ~skipped
-            first = (self.first_bad < 0) & skipped
+            # the first skipped step since the last check: count is 0 exactly while
+            # first_bad < 0 (both change together, here and in check())
+            first = torch.gt(skipped, self.count)
             self.first_bad.masked_fill_(first, step)
             if self.values.shape != values.shape:
                 self.values = torch.zeros_like(values)
@@ -236,3 +241,22 @@ class FiniteGuard:
             "(torch.nn.utils.clip_grad_norm_), look for NaN/inf in the features, or run with "
             "ConstrainedOptimizer(..., strict=True) to stop at the offending batch",
             step=first, kinds=what, count=count)
+
+
+def _merge_views(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``tensors``, with the views that together tile one contiguous tensor exactly (the
+    evaluator's running estimates) replaced by that tensor: saved and restored in one op."""
+    out: list[torch.Tensor] = []
+    bases: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
+    for t in tensors:
+        base = t._base
+        if base is None or not (t.is_contiguous() and base.is_contiguous()):
+            out.append(t)
+        else:
+            bases.setdefault(id(base), (base, []))[1].append(t)
+    for base, views in bases.values():
+        end = base.storage_offset()
+        for offset, n in sorted((v.storage_offset(), v.numel()) for v in views):
+            end = end + n if offset == end else -1
+        out += [base] if end == base.storage_offset() + base.numel() else views
+    return out

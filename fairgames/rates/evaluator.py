@@ -167,16 +167,30 @@ class _Plan:
     fallback: _Rows | None = None   # part sums → [2K]: each leaf's true numerator and subset
                                     # weight on its subset's label / baseline part
     fold: torch.Tensor | None = None  # [cells·columns]: the part·columns entry of each sum
+    zeros: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def fallback_rates(self, sums: torch.Tensor) -> torch.Tensor:
         """Each leaf's true rate ``[K]`` on its subset's label / baseline part (0 where that
         part has no weight): an empty subset's value before any observation."""
         assert self.fallback is not None and self.fold is not None
-        parts = torch.zeros(4 * self.columns, dtype=sums.dtype, device=sums.device)
-        out = self.fallback(parts.index_add_(0, self.fold, sums.reshape(-1)))
-        num, den = out[: self.n_leaves], out[self.n_leaves:]
-        some = den > 0
-        return torch.where(some, num / torch.where(some, den, 1.0), 0.0)
+        zeros = self._zeros(sums)
+        flat = sums if sums.dim() == 1 else sums.reshape(-1)
+        # out of place on cached zeros: the same sums, in the same order, as zeros + index_add_
+        out = self.fallback(torch.index_add(zeros[0], 0, self.fold, flat))
+        num, den = out.split(self.n_leaves)
+        # where den = 0 the quotient is discarded (0/0), as a guarded division's would be
+        return torch.where(den > 0, num / den, zeros[1])
+
+    def _zeros(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cached zeros ``[4·columns]`` and a 0-d zero of ``like``'s dtype (plan's device)."""
+        if self.zeros is None:
+            self.zeros = {}
+        z = self.zeros.get(like.dtype)
+        if z is None:      # never written: read as constants (also by a recorded step)
+            z = self.zeros[like.dtype] = (
+                torch.zeros(4 * self.columns, dtype=like.dtype, device=like.device),
+                torch.zeros((), dtype=like.dtype, device=like.device))
+        return z
 
     def apply(self, sums: torch.Tensor) -> torch.Tensor:
         """``matrix @ sums``: a dense mat-vec for a small matrix; otherwise gather the
@@ -264,6 +278,7 @@ class _Layout:
     n_empty: torch.Tensor | None = None  # the number of empty subsets (float32 scalar)
     step: torch.Tensor | None = None    # [M] (1 − decay)·proportion, float64
     prop: torch.Tensor | None = None    # [K] each leaf's subset proportion
+    unseen: torch.Tensor | None = None  # [K] NaN where empty, else 0 (float64)
 
 
 class RateEvaluator(torch.nn.Module):
@@ -316,14 +331,18 @@ class RateEvaluator(torch.nn.Module):
                 losses.setdefault(lf.loss.name, lf.loss)
         self.indicators: list[Indicator] = list(indicators)
         self.losses: list[Loss] = list(losses.values())
-        m = len(self.subsets)
-        self.register_buffer("running_average", torch.zeros(m, dtype=torch.float64))
-        self.register_buffer("running_decay_power", torch.ones((), dtype=torch.float64))
+        m, k = len(self.subsets), len(self.leaves)
+        # The running estimates are views of one float64 vector, so that the non-finite
+        # guard (fairgames.game.finite) saves and restores them in one op each.
+        estimates = torch.zeros(m + 1 + 2 * k, dtype=torch.float64)
+        estimates[m] = 1.0
+        estimates[m + 1 + k:] = 1.0
+        self.register_buffer("running_average", estimates[:m])
+        self.register_buffer("running_decay_power", estimates[m])
         # Each leaf's running rate (the leaf values of an empty subset): a moving average
         # over the batches where its subset had weight, and decay^(those batches).
-        k = len(self.leaves)
-        self.register_buffer("rate_average", torch.zeros(k, dtype=torch.float64))
-        self.register_buffer("rate_decay_power", torch.ones(k, dtype=torch.float64))
+        self.register_buffer("rate_average", estimates[m + 1: m + 1 + k])
+        self.register_buffer("rate_decay_power", estimates[m + 1 + k:])
         self.register_buffer("nonfinite_seen", torch.zeros((), dtype=torch.bool))
         # The fused pass adds each batch's score sum here (one op; NaN/inf stick) instead of
         # testing every score; check_finite and state_dict fold it into nonfinite_seen.
@@ -334,6 +353,7 @@ class RateEvaluator(torch.nn.Module):
         self._constants: dict[tuple, torch.Tensor] = {}
         self._scratch: dict[torch.device, torch.Tensor] = {}
         self._scratch_cols: dict[tuple, torch.Tensor] = {}
+        self._column_view_cache: dict[tuple, tuple] = {}
 
     # ------------------------------------------------------------------ compile
     def _plan(self, batch: Batch) -> _Plan:
@@ -729,22 +749,46 @@ class RateEvaluator(torch.nn.Module):
         return den[i], prop[i], empty[i], n_empty
 
     def _fill_empty(self, values: torch.Tensor, empty: torch.Tensor, fallback: torch.Tensor,
-                    update: bool) -> torch.Tensor:
+                    update: bool, unseen: torch.Tensor | None = None) -> torch.Tensor:
         """``values`` ``[3, K]`` (true, upper, lower) with each empty-subset leaf's running
         rate estimate in all three rows (a constant: θ gets no gradient from it; before the
         leaf's first observation, ``fallback``); with ``update``, the other leaves' true
-        values are first folded into their estimates. Device ops only."""
-        with torch.no_grad():
-            r, p = self.rate_average, self.rate_decay_power
-            if update:
-                true = values[0].detach().double()
-                seen = ~empty & torch.isfinite(true)
-                r.copy_(torch.where(seen, torch.lerp(true, r, self.decay), r))
-                p.copy_(torch.where(seen, p * self.decay, p))
-            observed = p < 1.0
-            estimate = torch.where(observed, r / torch.where(observed, 1.0 - p, 1.0),
-                                   fallback.double()).to(values.dtype)
+        values are first folded into their estimates. ``unseen``: :meth:`_unseen` of
+        ``empty`` (a cached layout's). Device ops only."""
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                estimate = self._estimates(values, empty, fallback, update, unseen)
+        else:          # inside the fused pass's forward
+            estimate = self._estimates(values, empty, fallback, update, unseen)
         return torch.where(empty, estimate, values)
+
+    def _estimates(self, values: torch.Tensor, empty: torch.Tensor, fallback: torch.Tensor,
+                   update: bool, unseen: torch.Tensor | None) -> torch.Tensor:
+        """Each leaf's running rate estimate ``[K]`` (``fallback`` before its first
+        observation), after folding in ``values[0]`` with ``update`` (see _fill_empty)."""
+        r, p = self.rate_average, self.rate_decay_power
+        if update:
+            true = values[0]
+            true = (true.detach() if true.requires_grad else true).double()
+            if unseen is None:
+                unseen = self._unseen(empty)
+            # x·0 is 0 for a finite x, NaN for NaN or ±inf; x·NaN is NaN: one product and
+            # one test give "subset not empty and value finite"
+            seen = torch.mul(true, unseen).eq(0)
+            torch.where(seen, torch.lerp(true, r, self.decay), r, out=r)
+            torch.where(seen, p * self.decay, p, out=p)
+        observed = p < 1.0
+        # the quotient where not observed (r/0) is discarded by the where
+        estimate = torch.div(r, torch.rsub(p, 1.0)).to(values.dtype)
+        if fallback.dtype != values.dtype:
+            fallback = fallback.to(values.dtype)
+        return torch.where(observed, estimate, fallback)
+
+    def _unseen(self, empty: torch.Tensor) -> torch.Tensor:
+        """NaN where ``empty``, else 0 (float64 ``[K]``): the mask :meth:`_fill_empty`
+        multiplies the true values by."""
+        like = self.rate_average
+        return torch.where(empty, self._constant(math.nan, like), self._constant(0.0, like))
 
     def _layout(self, plan: _Plan, batch: Batch) -> _Layout:
         """The batch's :class:`_Layout`, cached while its factor tensors and weights are the
@@ -801,6 +845,7 @@ class RateEvaluator(torch.nn.Module):
         prop = dens / torch.where(layout.total > 0, layout.total, 1.0)
         layout.step = (1.0 - self.decay) * prop.double()
         layout.empty = empty if plan.identity else empty[plan.leaf_subset]
+        layout.unseen = self._unseen(layout.empty)
         layout.prop = prop if plan.identity else prop[plan.leaf_subset]
 
     def _fused_denominators(self, layout: _Layout, update: bool) -> torch.Tensor:
@@ -846,6 +891,22 @@ class RateEvaluator(torch.nn.Module):
                                                         dtype=torch.float32, device=like.device)
             buf[0] = 1.0
         return buf
+
+    def _column_views(self, columns: int, like: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor,
+                                 list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+        """:meth:`_columns`' buffer, its transpose and, per indicator, its rows (hits, the
+        ``[2, B]`` bounds, the lower bound): views made once per buffer, not per pass.
+        A recorded step (:mod:`fairgames.game.capture`) drops them first, so that the views
+        it reads are made in its graph from the buffer, not read as other constants."""
+        key = (columns, like.shape[0], like.device)
+        views = self._column_view_cache.get(key)
+        if views is None:
+            cols = self._columns(columns, like)
+            rows = [(cols[r], cols[r + 1: r + 3], cols[r + 2])
+                    for r in range(1, 1 + 3 * len(self.indicators), 3)]
+            views = self._column_view_cache[key] = (cols, cols.t(), rows)
+        return views
 
     def _constant(self, value: float, like: torch.Tensor, size: int | None = None
                   ) -> torch.Tensor:
@@ -978,15 +1039,14 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
     fused = plan.fused
     assert fused is not None
     ev._score_total.add_(s.sum())
-    cols = ev._columns(plan.columns, s)                 # [C, B]; row 0 holds ones
+    cols, cols_t, rows = ev._column_views(plan.columns, s)    # [C, B]; row 0 holds ones
     slopes = []
-    for j, ind in enumerate(ev.indicators):
+    for ind, (hit, bounds, lower) in zip(ev.indicators, rows, strict=True):
         margin = s - ind.threshold if ind.threshold else s
-        r = 1 + 3 * j
-        torch.heaviside(margin, ev._constant(0.0 if ind.strict else 1.0, s), out=cols[r])
-        slopes.append(ev.surrogate.fill_bounds(margin, cols[r + 1: r + 3]))
+        torch.heaviside(margin, ev._constant(0.0 if ind.strict else 1.0, s), out=hit)
+        slopes.append(ev.surrogate.fill_bounds(margin, bounds, lower))
     if layout.onehot is not None:
-        sums = torch.mm(layout.onehot, cols.t())         # [cells, C]
+        sums = torch.mm(layout.onehot, cols_t)           # [cells, C]
     else:
         # Summed along dim 1 of a [C, cells] buffer from the contiguous [C, B] columns: on
         # CPU, index_add along dim 0 from the [B, C] view is 10-20x slower when few cells
@@ -1009,7 +1069,7 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
     # An empty subset's leaves read their running estimates; θ's gradient through them is
     # already 0 (their cells hold no row of positive weight, and den is 1 there).
     values = ev._fill_empty(fused.leaf(flat).view(3, plan.n_leaves) / den, layout.empty,  # type: ignore[arg-type]
-                            plan.fallback_rates(flat), update)
+                            plan.fallback_rates(flat), update, layout.unseen)
     slope = slopes[0] if len(slopes) == 1 else torch.cat(slopes, dim=0)
     return values, den, slope
 
@@ -1021,7 +1081,11 @@ def _bounds_to_scores(layout: _Layout, g_bounds: torch.Tensor, den: torch.Tensor
     upper / lower columns, gathered per example (with its weight), times the slopes."""
     plan = layout.plan
     assert plan.fused is not None
-    g = (g_bounds.reshape(2, plan.n_leaves).to(torch.float32) / den).view(-1)
+    if g_bounds.dim() != 2:
+        g_bounds = g_bounds.reshape(2, plan.n_leaves)
+    if g_bounds.dtype != torch.float32:
+        g_bounds = g_bounds.to(torch.float32)
+    g = (g_bounds / den).view(-1)
     per_cell = plan.fused.back(g).view(-1, plan.hard_cells)     # [2J, cells]
     if layout.onehot is not None:
         per = torch.mm(per_cell, layout.onehot)                # [2J, B], weighted
@@ -1074,9 +1138,9 @@ class _FusedPass(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(den, slope)
             ctx.layout, ctx.score_dtype = layout, scores.dtype
-        true = values[0]
+        true, bounds = values.view(-1).split([layout.plan.n_leaves, 2 * layout.plan.n_leaves])
         ctx.mark_non_differentiable(true)
-        return true, values[1:].view(-1)
+        return true, bounds
 
     @staticmethod
     def backward(ctx, _g_true: torch.Tensor | None,  # type: ignore[override]
@@ -1103,12 +1167,15 @@ class _FusedBound(torch.autograd.Function):
                 layout: _Layout, update: bool,
                 costs: Callable[[torch.Tensor], torch.Tensor], reduce: Reduce | None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # true and bounds take no gradient: no zeros made for them in the backward
+        ctx.set_materialize_grads(False)
         s = scores if scores.dtype == torch.float32 else scores.to(torch.float32)
         values, den, slope = _fused_values(ev, layout, s, update, reduce)
-        true, bounds = values[0], values[1:].view(-1)
+        k = layout.plan.n_leaves
+        true, bounds = values.view(-1).split([k, 2 * k])
         c = costs(true)
-        split = sign_split(c).view(-1)
-        value = torch.dot(split, bounds)                # paper 000 eq. (4): c⁺ᵀ·up + c⁻ᵀ·lo
+        split = sign_split(c)                           # [2, K]
+        value = torch.dot(split.view(-1), bounds)       # paper 000 eq. (4): c⁺ᵀ·up + c⁻ᵀ·lo
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(_bounds_to_scores(layout, split, den, slope))
             ctx.score_dtype = scores.dtype
@@ -1118,7 +1185,7 @@ class _FusedBound(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_value: torch.Tensor, _g_true: torch.Tensor | None,  # type: ignore[override]
                  _g_bounds: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        if not ctx.needs_input_grad[0]:
+        if g_value is None or not ctx.needs_input_grad[0]:
             return None, None, None, None, None, None
         _first_order_only()
         (grad,) = ctx.saved_tensors

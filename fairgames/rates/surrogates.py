@@ -110,27 +110,36 @@ class Surrogate:
         lower = 1.0 - self._upper(-m)
         return upper, lower
 
-    @torch.no_grad()
-    def fill_bounds(self, margin: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    def fill_bounds(self, margin: torch.Tensor, out: torch.Tensor,
+                    lower: torch.Tensor | None = None) -> torch.Tensor:
         """Write ``[upper; lower]`` at ``margin`` [B] into ``out`` [2, B] (the same values as
         :meth:`bounds`), outside autograd, and return the slopes ``d(upper, lower)/d margin``
         [2, B] (a bool mask for the unscaled hinge): the fused evaluator's backward.
+        ``lower``: ``out[1]``, when the caller keeps that view.
 
         A bound's two sides are one op on ``[m; −m]``: ``lower = 1 − upper(−m)``.
         """
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return self._fill_bounds(margin, out, out[1] if lower is None else lower)
+        return self._fill_bounds(margin, out, out[1] if lower is None else lower)
+
+    def _fill_bounds(self, margin: torch.Tensor, out: torch.Tensor, lower: torch.Tensor
+                     ) -> torch.Tensor:
         m = margin / self.scale if self.scale != 1.0 else margin
-        one = _constants(m)[1]
+        signs, one = _constants(m)
         if self.kind == "hinge":
-            # [1 + m; 1 − m]: m·(±1) is exact, so each sum rounds as 1.0 + m does
-            torch.addcmul(one, _constants(m)[0], m.unsqueeze(0), out=out)
+            # [1 + m; 1 − m] (signs [2, 1] broadcast against m [B]): m·(±1) is exact, so
+            # each sum rounds as 1.0 + m does
+            torch.addcmul(one, signs, m, out=out)
             out.relu_()
             slopes: torch.Tensor = out > 0                    # relu's backward mask
-            torch.sub(one, out[1], out=out[1])
+            torch.sub(one, lower, out=lower)
         elif self.kind == "logistic":
-            torch.mul(_constants(m)[0], m.unsqueeze(0), out=out)
+            torch.mul(signs, m, out=out)
             slopes = torch.sigmoid(out).div_(math.log(2.0))   # d softplus = sigmoid
             torch.div(F.softplus(out), math.log(2.0), out=out)
-            torch.sub(one, out[1], out=out[1])
+            torch.sub(one, lower, out=lower)
         elif self.kind == "sigmoid":
             torch.sigmoid(m, out=out[0])
             out[1].copy_(out[0])

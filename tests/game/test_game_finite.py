@@ -113,6 +113,42 @@ def test_a_bad_step_changes_nothing_and_later_steps_continue_exactly(
     clean.check()                                 # nothing went wrong there
 
 
+def test_the_estimates_are_restored_whether_or_not_they_share_one_tensor(synthetic, helpers):
+    # The evaluator's running estimates are views of one vector, restored as one tensor; a
+    # module whose buffers were rebound one by one (moved, loaded with assign=True) has
+    # separate tensors, restored one by one: a bad step leaves both kinds as they were.
+    batches = [_rows(synthetic, helpers, k) for k in range(2)]
+    for separate in (False, True):
+        model, copt = _game(synthetic)
+        ev = copt.evaluator
+        if separate:
+            for name in ("running_average", "rate_average", "rate_decay_power"):
+                setattr(ev, name, getattr(ev, name).clone())
+            copt._guard.forget(buffers=True)
+        base = ev.running_average._base
+        assert (base is not None and base is ev.rate_average._base) != separate
+        _step(model, copt, *batches[0])
+        before = {k: v.clone() for k, v in ev.state_dict().items()}
+        _step(model, copt, *batches[1], poison="scores")
+        after = ev.state_dict()
+        assert bool(after.pop("nonfinite_seen")) and not before.pop("nonfinite_seen")
+        _assert_equal(after, before)
+        with pytest.raises(NonFiniteStepError):
+            copt.check()
+
+
+def test_merge_views_takes_the_base_of_an_exact_tiling_only():
+    from fairgames.game.finite import _merge_views
+
+    base = torch.arange(6.0)
+    merged = _merge_views([base[3:], base[:2], base[2]])       # any order, a 0-d view too
+    assert len(merged) == 1 and merged[0] is base
+    other = torch.zeros(2)
+    for views in ([base[:2], base[3:]], [base[:4], base[3:]]):  # a gap, an overlap
+        kept = _merge_views([*views, other])
+        assert len(kept) == 3 and all(any(k is t for t in [*views, other]) for k in kept)
+
+
 def test_a_bad_first_step_leaves_a_fresh_optimizer_state(synthetic, helpers):
     # Adam creates its state at its first step; a skipped first step resets it to the zeros
     # Adam starts from, so the run continues as if it had never happened.
