@@ -236,3 +236,28 @@ def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
     base = json.loads((tmp_path / "reproduce_003.quick.cells" /
                        "law2k_s4_unconstrained.json").read_text())["points"][0]
     assert base["test"]["rel_loss"] == 0.0
+
+
+def test_committed_seed_study_follows_from_its_cells(rep, tmp_path):
+    """benchmarks/results/reproduce_003.adult2k_seeds.*: the pooled LR-against-LS figures are
+    those the committed cells give (recomputed here), and the pooled mean is the numpy mean of
+    the seeds' differences."""
+    import tarfile
+
+    results = ROOT / "benchmarks" / "results"
+    with tarfile.open(results / "reproduce_003.adult2k_seeds.cells.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    records = [json.loads(p.read_text())
+               for p in sorted((tmp_path / "reproduce_003.quick.cells").glob("*.json"))]
+    assert {r["cell"]["method"] for r in records} == {"red_ls", "red_lr"}
+    assert sorted({r["cell"]["seed"] for r in records}) == [0, 1, 2, 3, 4]
+    recomputed = rep.goals(records, True)["lr_beats_ls_on_adult"]
+    saved = json.loads((results / "reproduce_003.adult2k_seeds.json").read_text())
+    committed = saved["goals"]["lr_beats_ls_on_adult"]
+    assert recomputed.keys() == committed.keys()
+    for key, goal in committed.items():
+        assert recomputed[key]["mean_ls_minus_lr"] == pytest.approx(goal["mean_ls_minus_lr"])
+        assert recomputed[key]["passed"] == goal["passed"]
+    diffs = [committed[f"adult2k_s{s}"]["mean_ls_minus_lr"] for s in range(5)]
+    assert committed["adult2k_pooled"]["mean_ls_minus_lr"] == pytest.approx(np.mean(diffs))
+    assert saved["verdicts"]["lr_beats_ls_on_adult"] == rep.verdict(recomputed)
