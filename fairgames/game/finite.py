@@ -55,6 +55,7 @@ import torch
 from fairgames.rates import Batch, NonFiniteScoresError
 
 KINDS = ("scores", "weights", "loss", "gradients")
+_NO_STATE: dict = {}     # a parameter's optimizer state when it has none (never written)
 """What a step's finiteness test looks at, in the order of :attr:`FiniteGuard.kinds`."""
 
 
@@ -156,13 +157,16 @@ class FiniteGuard:
         """θ's parameters and optimizer state on the game's device, keyed by (parameter,
         state key): a state tensor an optimizer rebinds is still matched to its copy."""
         out: list[tuple[tuple, torch.Tensor]] = []
+        device, state = self.device, optimizer.state
         for group in optimizer.param_groups:
             for p in group["params"]:
-                if p.device != self.device:
+                if p.device != device:
                     continue
                 out.append(((id(p), None), p))
-                for k, v in optimizer.state.get(p, {}).items():
-                    if isinstance(v, torch.Tensor) and v.device == self.device:
+                # an empty state (SGD without momentum) is not looked up: hashing a tensor
+                # is a Python call per parameter and step
+                for k, v in (state.get(p, _NO_STATE) if state else _NO_STATE).items():
+                    if isinstance(v, torch.Tensor) and v.device == device:
                         out.append(((id(p), k), v))
         return out
 
@@ -181,7 +185,8 @@ class FiniteGuard:
     def verdict(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
                 gradients: bool, step: int | torch.Tensor) -> torch.Tensor:
         """``ok`` (a device boolean) for this step, with θ restored and the flag set when not.
-        ``gradients=False`` leaves the gradients to a GradScaler (AMP)."""
+        ``gradients=False`` leaves the gradients to a GradScaler (AMP). Called under
+        ``torch.no_grad()`` (the step's, shared with the other players)."""
         zero = self._zero
         tested = [zero if self._scores is None else self._scores,
                   zero if self._weights is None else self._weights, loss]
@@ -191,22 +196,21 @@ class FiniteGuard:
             if grads:
                 tested += torch._foreach_norm(grads, float("inf"))
         self._scores = self._weights = None
-        with torch.no_grad():
-            values = torch.stack(tested)
-            # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
-            skipped = (values.sum() * 0).ne(0)
-            ok = ~skipped
-            # the first skipped step since the last check: count is 0 exactly while
-            # first_bad < 0 (both change together, here and in check())
-            first = torch.gt(skipped, self.count)
-            self.first_bad.masked_fill_(first, step)
-            if self.values.shape != values.shape:
-                self.values = torch.zeros_like(values)
-            torch.where(first, values, self.values, out=self.values)
-            self.count.add_(skipped)
-            self._restore(optimizer, ok, skipped)
-            for live, old in zip(self._estimates, self._estimates_saved, strict=True):
-                torch.where(ok, live, old, out=live)
+        values = torch.stack(tested)
+        # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
+        skipped = (values.sum() * 0).ne(0)
+        ok = ~skipped
+        # the first skipped step since the last check: count is 0 exactly while
+        # first_bad < 0 (both change together, here and in check())
+        first = torch.gt(skipped, self.count)
+        self.first_bad.masked_fill_(first, step)
+        if self.values.shape != values.shape:
+            self.values = torch.zeros_like(values)
+        torch.where(first, values, self.values, out=self.values)
+        self.count.add_(skipped)
+        self._restore(optimizer, ok, skipped)
+        for live, old in zip(self._estimates, self._estimates_saved, strict=True):
+            torch.where(ok, live, old, out=live)
         return ok
 
     def _restore(self, optimizer: torch.optim.Optimizer, ok: torch.Tensor,

@@ -557,12 +557,12 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             player.play(round)
         # A non-finite score, weight, loss or gradient: θ is put back and every other player
         # skips this step through round.ok (a device boolean, as for a step AMP skipped).
-        ok = self._guard.verdict(
-            self.model_optimizer, round.record.objective_surrogate,
-            step=self.steps if self._step_counter is None else self._step_counter,
-            gradients=scaler is None or not scaler.is_enabled())   # AMP: the scaler's part
-        round.ok = ok if round.ok is None else round.ok & ok
-        with torch.no_grad():
+        with torch.no_grad():       # one context for the guard and the other players
+            ok = self._guard.verdict(
+                self.model_optimizer, round.record.objective_surrogate,
+                step=self.steps if self._step_counter is None else self._step_counter,
+                gradients=scaler is None or not scaler.is_enabled())   # AMP: the scaler's part
+            round.ok = ok if round.ok is None else round.ok & ok
             if torch.is_autocast_enabled(self.device.type):
                 with torch.autocast(device_type=self.device.type, enabled=False):
                     record = self._play_others(round)
@@ -685,14 +685,16 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
     def _step_record(self, round: Round) -> StepRecord:
         objective_true, constraints_true, _ = round.truth()
         rows_true = round.rows("true")
-        rows_surrogate = round.rows("surrogate") if round.has_surrogate else rows_true
+        rec = round.record
+        rows_surrogate = (round.rows("surrogate") if rec.affine_surrogate is not None
+                          else rows_true)
         return StepRecord(
             step=self.steps, objective_true=objective_true,
-            objective_surrogate=round.record.objective_surrogate,
+            objective_surrogate=rec.objective_surrogate,
             constraints_true=constraints_true, rows_true=rows_true,
             rows_surrogate=rows_surrogate, objective_weight=round.omega,
-            multipliers=round.lam, slacks=round.slacks, leaves_true=round.record.leaves,
-            empty_subsets=round.record.empty_subsets)
+            multipliers=round.lam, slacks=round.slacks, leaves_true=rec.leaves,
+            empty_subsets=rec.empty_subsets)
 
     # ------------------------------------------------------------------ logging
     def check(self) -> None:

@@ -766,7 +766,8 @@ class RateEvaluator(torch.nn.Module):
                    update: bool, unseen: torch.Tensor | None) -> torch.Tensor:
         """Each leaf's running rate estimate ``[K]`` (``fallback`` before its first
         observation), after folding in ``values[0]`` with ``update`` (see _fill_empty)."""
-        r, p = self.rate_average, self.rate_decay_power
+        buffers = self._buffers     # not nn.Module.__getattr__: a Python call per buffer
+        r, p = buffers["rate_average"], buffers["rate_decay_power"]
         if update:
             true = values[0]
             true = (true.detach() if true.requires_grad else true).double()
@@ -851,16 +852,18 @@ class RateEvaluator(torch.nn.Module):
     def _fused_denominators(self, layout: _Layout, update: bool) -> torch.Tensor:
         """Each leaf's denominator ``[K]`` (the layout's weights, 1 for an empty subset, or
         the running estimates), after the running update when ``update``."""
+        buffers = self._buffers     # not nn.Module.__getattr__: a Python call per buffer
+        average = buffers["running_average"]
         if update:
             # r ← step + decay·r in one op (step = (1 − decay)·proportion)
-            torch.add(layout.step, self.running_average, alpha=self.decay,  # type: ignore[arg-type]
-                      out=self.running_average)
-            self.running_decay_power.mul_(self.decay)
+            torch.add(layout.step, average, alpha=self.decay,  # type: ignore[arg-type]
+                      out=average)
+            buffers["running_decay_power"].mul_(self.decay)  # type: ignore[union-attr]
         if self.denominator == "batch":
             assert layout.leaf_dens is not None
             return layout.leaf_dens
         estimate = self._estimate_buffer(layout.total)  # type: ignore[arg-type]
-        torch.div(self.running_average, self._correction(), out=estimate)
+        torch.div(average, self._correction(), out=estimate)
         estimate.mul_(layout.total)
         # the batch's weight while the subset has never been seen
         den = torch.where(estimate > 0, estimate, layout.dens)  # type: ignore[arg-type]
@@ -871,7 +874,7 @@ class RateEvaluator(torch.nn.Module):
         device scalar read from ``running_decay_power`` (the same float64 products as a host
         copy would hold, so eager steps are unchanged), so that a captured step
         (:mod:`fairgames.game.capture`) reads the current power instead of a recorded one."""
-        return torch.rsub(self.running_decay_power, 1.0).clamp_min_(1e-300)
+        return torch.rsub(self._buffers["running_decay_power"], 1.0).clamp_min_(1e-300)
 
     def _estimate_buffer(self, like: torch.Tensor) -> torch.Tensor:
         """A reused float32 ``[M]`` scratch vector on ``like``'s device."""
@@ -1038,7 +1041,7 @@ def _fused_values(ev: RateEvaluator, layout: _Layout, s: torch.Tensor, update: b
     plan = layout.plan
     fused = plan.fused
     assert fused is not None
-    ev._score_total.add_(s.sum())
+    ev._buffers["_score_total"].add_(s.sum())  # type: ignore[union-attr]  (no __getattr__)
     cols, cols_t, rows = ev._column_views(plan.columns, s)    # [C, B]; row 0 holds ones
     slopes = []
     for ind, (hit, bounds, lower) in zip(ev.indicators, rows, strict=True):
