@@ -55,8 +55,8 @@ import torch
 from fairgames.rates import Batch, NonFiniteScoresError
 
 KINDS = ("scores", "weights", "loss", "gradients")
-_NO_STATE: dict = {}     # a parameter's optimizer state when it has none (never written)
 """What a step's finiteness test looks at, in the order of :attr:`FiniteGuard.kinds`."""
+_NO_STATE: dict = {}     # a parameter's optimizer state when it has none (never written)
 
 
 class NonFiniteStepError(NonFiniteScoresError):
