@@ -170,8 +170,7 @@ class SolutionEvaluator:
         names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
 
         def parts() -> Iterator[tuple[Batch, torch.Tensor]]:
-            whole = len(ds) <= self.chunk
-            for idx in [None] if whole else chunks(len(ds), self.chunk, ds.device):
+            for idx in self._chunk_rows(ds):
                 # each row's expected_prediction, bit for bit
                 p = (scores if idx is None else scores[:, idx]) > 0
                 yield (make_batch(ds, None, idx, baseline_scores=baseline_scores,
@@ -190,14 +189,20 @@ class SolutionEvaluator:
         """The split's chunks with their scores (a split of one chunk: its own tensors, not
         copies); with ``sign_only`` (the metrics read only ``1[s > 0]``), each chunk's
         expected prediction instead where it is a probability."""
-        whole = 0 < len(ds) <= self.chunk
-        for idx in [None] if whole else chunks(len(ds), self.chunk, ds.device):
+        for idx in self._chunk_rows(ds):
             s = scores if idx is None else scores[..., idx]
             p = expected_prediction(s, mixture_weights) if sign_only else None
             yield (make_batch(ds, None, idx, baseline_scores=baseline_scores, probabilities=p)
                    if p is not None else
                    make_batch(ds, s, idx, baseline_scores=baseline_scores,
                               mixture_weights=mixture_weights))
+
+    def _chunk_rows(self, ds: TabularDataset) -> Iterator[torch.Tensor | None]:
+        """The row indices of each chunk of ``ds``; ``None`` (all rows, no copy) for a
+        split of one chunk."""
+        if 0 < len(ds) <= self.chunk:
+            return iter([None])
+        return chunks(len(ds), self.chunk, ds.device)
 
     def _constraints(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float]]:
         out = {}
