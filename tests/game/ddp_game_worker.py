@@ -29,6 +29,7 @@ from fairgames.rates import (
     no_host_sync,
     true_positive_rate,
 )
+from fairgames.train.parallel import leave
 
 STEPS = 50
 SHARDS = (150, 90)
@@ -109,14 +110,15 @@ def main() -> None:
         return
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
+    finished = False
     try:
         start = sum(SHARDS[:rank])
         rows = slice(start, start + SHARDS[rank])
         results = {name: play(name, rows, True) for name in GAMES}
         torch.save(results, out / f"rank{rank}.pt")
-        dist.barrier()      # no rank tears down while a peer finishes its last collective
+        finished = True
     finally:
-        dist.destroy_process_group()
+        leave(finished=finished)     # the library's own teardown (a barrier, then destroy)
 
 
 if __name__ == "__main__":
