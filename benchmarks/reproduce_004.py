@@ -45,6 +45,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import tempfile
@@ -104,7 +105,9 @@ def overrides(data: str, method: str, noise: float | None, split: int, steps: in
               ) -> list[str]:
     """The CLI overrides of one cell."""
     d = DATASETS[data]
-    out = [f"data={data}", "data.paper=004", f"data.protected={d.protected}",
+    # data.split=default: the recipe's 0.6/0.2/0.2 re-split of all rows (configs/data/adult.yaml
+    # once set the official split, which overrode it: the cells run before are refused below)
+    out = [f"data={data}", "data.paper=004", "data.split=default", f"data.protected={d.protected}",
            f"seed={split}", "data.noise_seed=0", "model=linear", "optimizer=adam",
            "optimizer.lr=0.01", "algorithm=lagrangian", "algorithm.multiplier_lr=0.5",
            "algorithm.radius=1.0", "trainer.batch_size=null", f"trainer.steps={steps}",
@@ -157,14 +160,15 @@ def run_cell(data: str, method: str, noise: float | None, split: int, steps: int
         result = run(cfg, Path(tmp) / "run")
         seconds = time.perf_counter() - started
     d = DATASETS[data]
-    test = load_splits(OmegaConf.to_container(cfg.data, resolve=True), split).test
+    splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), split)
+    test = splits.test
     true = true_attribute(d.protected)
     codes = test.groups.get(true, test.groups[d.protected])
     with torch.no_grad():
         pred = (result.recommended(test.features).reshape(-1) > 0).numpy().astype(float)
     y = test.labels.numpy()
     cell = {"data": data, "method": method, "noise": noise, "split": split, "steps": steps,
-            "seconds": seconds, "error": float((pred != y).mean()),
+            "rows": split_rows(splits), "seconds": seconds, "error": float((pred != y).mean()),
             "true": group_violations(pred, y, codes.numpy(), test.group_names[d.protected], d),
             "noisy": group_violations(pred, y, test.groups[d.protected].numpy(),
                                       test.group_names[d.protected], d)}
@@ -173,6 +177,34 @@ def run_cell(data: str, method: str, noise: float | None, split: int, steps: int
         t = block["splits"]["test"]
         cell.update(library_error=t["error"], robust_max=t["robust_max"],
                     soft_max=t.get("soft_max"))
+    return cell
+
+
+def split_rows(splits: Any) -> dict[str, int]:
+    """The rows of each split: a cell's record of the protocol it ran under."""
+    return {name: len(getattr(splits, name)) for name in ("train", "validation", "test")}
+
+
+@functools.cache
+def expected_rows(data: str, split: int) -> dict[str, int]:
+    """The split sizes this script's overrides give (the noise leaves them alone)."""
+    from omegaconf import OmegaConf
+    from solved_by_default import compose
+
+    from fairgames.train.data import load_splits
+
+    cfg = compose(overrides(data, "unconstrained", None, split, 1))
+    return split_rows(load_splits(OmegaConf.to_container(cfg.data, resolve=True), split))
+
+
+def stored_cell(path: Path, data: str, split: int) -> dict[str, Any]:
+    """A saved cell, refused when it ran on other splits than these overrides make (cells from
+    before the split was pinned record no rows; Adult's ran on the official split)."""
+    cell = json.loads(path.read_text())
+    want = expected_rows(data, split)
+    if cell.get("rows") != want:
+        raise SystemExit(f"{path}: made on splits of {cell.get('rows', 'unrecorded')} rows, "
+                         f"not this protocol's {want}; move the file away to rerun the cell")
     return cell
 
 
@@ -322,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for data, method, noise, split in plan(args.quick, only, args.splits, noises):
         path = cell_dir / f"{data}_{method}_{noise or 0}_{split}.json"
         if path.exists():
-            cells.append(json.loads(path.read_text()))
+            cells.append(stored_cell(path, data, split))
             continue
         cell = run_cell(data, method, noise, split, steps)
         path.write_text(json.dumps(cell, indent=1) + "\n")

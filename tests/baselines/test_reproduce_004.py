@@ -122,3 +122,26 @@ def test_committed_ten_split_summary_follows_from_its_cells(rep, tmp_path):
         assert ours["error"] == pytest.approx(row["ours"]["error"], nan_ok=True)
         assert ours["true_violation"] == pytest.approx(row["ours"]["true_violation"], nan_ok=True)
     assert (results / "reproduce_004.md").read_text() == rep.markdown(saved)
+
+
+def test_a_saved_cell_from_other_splits_is_refused_by_name(rep, monkeypatch, tmp_path):
+    """Resuming never mixes protocols: a cell whose recorded split sizes are not those the
+    overrides give (or that records none, as the cells made before data.split was pinned)
+    stops the run, naming the file."""
+    import json
+
+    monkeypatch.setattr(rep, "expected_rows", lambda data, split: {"train": 6, "validation": 2,
+                                                                   "test": 2})
+    good, old = tmp_path / "good.json", tmp_path / "old.json"
+    good.write_text(json.dumps({"rows": {"train": 6, "validation": 2, "test": 2}, "error": 0.1}))
+    old.write_text(json.dumps({"error": 0.1}))
+    assert rep.stored_cell(good, "adult", 0)["error"] == 0.1
+    with pytest.raises(SystemExit, match="old.json.*unrecorded.*move the file away"):
+        rep.stored_cell(old, "adult", 0)
+
+
+def test_paper_004_adult_cells_split_all_rows_at_random(rep):
+    """The recipe's 0.6/0.2/0.2 of all 48 842 rows, a different test split per split seed
+    (configs/data/adult.yaml's official split once overrode it)."""
+    assert rep.expected_rows("adult", 0) == {"train": 29_306, "validation": 9_768, "test": 9_768}
+    assert rep.expected_rows("credit", 0) == {"train": 18_000, "validation": 6_000, "test": 6_000}

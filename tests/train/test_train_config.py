@@ -10,6 +10,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
+from fairgames.data.registry import DATASETS
 from fairgames.game import PRESETS
 from fairgames.problems import ProblemSyntaxError, available_problems
 from fairgames.train import ConfigError, NoCheckpointError, run, validate
@@ -254,3 +255,26 @@ def test_a_setting_no_player_of_the_game_takes_is_refused(compose_cfg):
                          "algorithm.multiplier_lr=null"))
     validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multipliers=gradient_ascent",
                          "algorithm.radius=5", "algorithm.multiplier_optimizer=adam"))
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_a_data_config_leaves_the_split_to_the_papers_recipe(compose_cfg, name):
+    """``data=<d> data.paper=<p>`` splits as paper p's recipe does (adult.yaml once fixed the
+    official split, so paper 004's 0.6/0.2/0.2 re-splits of all 48 842 rows never happened)."""
+    from fairgames.data.loaders import _resolve
+
+    for paper, recipe in DATASETS[name].recipes.items():
+        overrides = [f"data={name}"] + ([f"data.paper={paper}"] if paper is not None else [])
+        keys = dict(compose_cfg(*overrides).data)
+        choice = _resolve(name, keys["protected"], keys["target"], keys["split"],
+                          keys["include_protected"], keys["validation_fraction"],
+                          keys["paper"], None)
+        assert choice.mode == recipe.split, (name, paper)
+
+
+def test_paper_004_adult_is_a_random_split_of_all_rows(compose_cfg):
+    data = dict(compose_cfg("data=adult", "data.paper=004").data)
+    sizes = [len(s) for s in load_splits(data, 3)]
+    assert sum(sizes) == 48_842 and sizes == [29_306, 9_768, 9_768]   # 0.6 / 0.2 / 0.2
+    official = [len(s) for s in load_splits(dict(compose_cfg("data=adult").data), 3)]
+    assert official[2] == 16_281                                        # adult.test
