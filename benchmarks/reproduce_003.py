@@ -414,8 +414,8 @@ def direct_overrides(cell: dict[str, Any]) -> list[str]:
     """The CLI overrides of a direct-play cell: ``problem=sp_regression`` on the data's
     paper-003 recipe at ``problem.tolerance=ε̂``, selection on train."""
     ds = DATASETS[cell["data"]]
-    # data.split=default: configs/data/adult.yaml sets the official split, which the
-    # recipe (filling only null keys) would not replace by paper 003's 50/50 one
+    # data.split=default: paper 003's 50/50 split whatever configs/data sets (adult.yaml once
+    # fixed the official one, which the recipe, filling only null keys, did not replace)
     return ["problem=sp_regression", f"data={ds.name}", f"problem.tolerance={cell['eps']}",
             "data.split=default",
             f"seed={cell['seed']}", f"data.validation_fraction={DIRECT_VALIDATION}",
