@@ -13,9 +13,17 @@ Goal (diagnostic, issue 24): the game's ``eager − replay`` at most cooper-opti
 game's layers cost no more Python per step than cooper's; when it holds, what remains of the
 game's extra over cooper's is in its ops.
 
+``--ops N``: each op of the recorded graphs (game and cooper) timed where it runs — the graph
+run whole N times through an interpreter that clocks each op's own call (median over runs) —
+and alone (200 calls in a row on the same arguments, median of 5 such): an op whose time in
+its graph is well above its time alone pays for what the ops around it leave cold, not for
+its own arithmetic (issue 24, round 3). The thread's CPU clock (a shared machine's other jobs
+do not count); printed sorted by the in-graph time, and summed.
+
 Usage::
 
     python benchmarks/step_replay.py --blocks 5 --steps 1000
+    python benchmarks/step_replay.py --blocks 2 --steps 10 --ops 1000 --out /tmp/ops.json
 """
 
 from __future__ import annotations
@@ -52,6 +60,51 @@ def replayed(step: Callable[[], None]) -> tuple[Callable[[], None], int]:
     return replay, n_ops
 
 
+def op_costs(step: Callable[[], None], runs: int) -> list[dict]:
+    """Each op of ``step``'s recorded graph: its time in the graph run whole (µs, median over
+    ``runs``) and alone (µs, median of 5 × 200 calls on the same arguments)."""
+    from torch.fx import Interpreter  # noqa: PLC0415
+    from torch.fx.experimental.proxy_tensor import make_fx  # noqa: PLC0415
+
+    graph = make_fx(lambda: step(), tracing_mode="real")()
+    seen: dict[str, list[float]] = {}
+    rows: dict[str, dict] = {}
+
+    class Clocked(Interpreter):
+        def run_node(self, n):  # type: ignore[no-untyped-def]
+            if n.op != "call_function":
+                return super().run_node(n)
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            t0 = time.thread_time()
+            out = n.target(*args, **kwargs)
+            seen.setdefault(n.name, []).append((time.thread_time() - t0) * 1e6)
+            if n.name not in rows:
+                rows[n.name] = {"op": str(n.target), "args": _shapes(args),
+                                "alone_us": _alone(n.target, args, kwargs)}
+            return out
+
+    with torch.no_grad():
+        for _ in range(runs):
+            Clocked(graph).run()
+    return [{**rows[k], "in_graph_us": statistics.median(v)} for k, v in seen.items()]
+
+
+def _alone(f: Callable, args: tuple, kwargs: dict) -> float:
+    ts = []
+    for _ in range(5):
+        t0 = time.thread_time()
+        for _ in range(200):
+            f(*args, **kwargs)
+        ts.append((time.thread_time() - t0) / 200 * 1e6)
+    return statistics.median(ts)
+
+
+def _shapes(args: tuple) -> str:
+    flat = [a for x in args for a in (x if isinstance(x, (list, tuple)) else [x])]
+    return " ".join(f"{str(a.dtype)[6:]}{list(a.shape)}" for a in flat
+                    if isinstance(a, torch.Tensor))
+
+
 def quartiles(xs: list[float]) -> list[float]:
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return [q[0], statistics.median(xs), q[2]]
@@ -86,13 +139,32 @@ def run(blocks: int, steps: int) -> dict:
         for n, t in times.items()}}
 
 
+def print_ops(runs: int) -> dict[str, list[dict]]:
+    """:func:`op_costs` of the game and cooper columns, printed with their sums."""
+    cols, _ = so.make_columns("linear", 2, torch.device("cpu"), True)
+    out = {}
+    for name in (c for c in ("game", "cooper") if c in cols):
+        for _ in range(20):
+            cols[name]()
+        ops = out[name] = op_costs(cols[name], runs)
+        print(f"{name}: {len(ops)} ops, in graph {sum(o['in_graph_us'] for o in ops):.0f} µs, "
+              f"alone {sum(o['alone_us'] for o in ops):.0f} µs")
+        for o in sorted(ops, key=lambda o: -o["in_graph_us"])[:25]:
+            print(f"  {o['in_graph_us']:6.2f} {o['alone_us']:6.2f}  {o['op']:40s} {o['args'][:60]}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--ops", type=int, default=0,
+                        help="runs of the per-op timing of game and cooper (0: none)")
     args = parser.parse_args()
     out = run(args.blocks, args.steps)
+    if args.ops:
+        out["ops"] = print_ops(args.ops)
     cols = out["columns"]
     print(f"{'column':11s} {'ops':>4s} {'eager ms':>9s} {'replay ms':>10s} "
           f"{'eager - replay ms [q1, q3]':>28s}")

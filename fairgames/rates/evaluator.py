@@ -1096,7 +1096,7 @@ def _bounds_to_scores(layout: _Layout, g_bounds: torch.Tensor, den: torch.Tensor
         per = per_cell.index_select(1, layout.code)
         if layout.weights is not None:
             per = per * layout.weights
-    return (per * slope).sum(0)
+    return per.mul_(slope).sum(0)        # per is this call's own product: in place
 
 
 def _fused_plan(rows: torch.Tensor, cols: torch.Tensor, vals64: torch.Tensor, k: int,

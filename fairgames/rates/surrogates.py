@@ -114,7 +114,7 @@ class Surrogate:
                     lower: torch.Tensor | None = None) -> torch.Tensor:
         """Write ``[upper; lower]`` at ``margin`` [B] into ``out`` [2, B] (the same values as
         :meth:`bounds`), outside autograd, and return the slopes ``d(upper, lower)/d margin``
-        [2, B] (a bool mask for the unscaled hinge): the fused evaluator's backward.
+        [2, B] (0 / 1 for the unscaled hinge): the fused evaluator's backward.
         ``lower``: ``out[1]``, when the caller keeps that view.
 
         A bound's two sides are one op on ``[m; −m]``: ``lower = 1 − upper(−m)``.
@@ -133,7 +133,9 @@ class Surrogate:
             # each sum rounds as 1.0 + m does
             torch.addcmul(one, signs, m, out=out)
             out.relu_()
-            slopes: torch.Tensor = out > 0                    # relu's backward mask
+            # relu's backward mask, written as float32 0 / 1: the backward multiplies by it
+            # (a bool mask would be converted there, a copy the size of the mask)
+            slopes: torch.Tensor = torch.gt(out, 0, out=torch.empty_like(out))
             torch.sub(one, lower, out=lower)
         elif self.kind == "logistic":
             torch.mul(signs, m, out=out)

@@ -199,3 +199,29 @@ def test_player_state_and_step_sizes_stay_in_place(synthetic, helpers, preset, o
     for _ in range(3):
         copt.step_batch(model, x, **f)
     assert storage() == before
+
+
+class _CountingSGD(torch.optim.SGD):
+    """An SGD whose own ``zero_grad`` counts its calls (and zeroes as torch's does)."""
+
+    calls = 0
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        type(self).calls += 1
+        super().zero_grad(set_to_none=set_to_none)
+
+
+def test_zero_grad_matches_torchs_and_keeps_an_overriding_optimizers_own():
+    model, copt = _game()
+    for set_to_none in (True, False):
+        model(torch.randn(4, 5)).sum().backward()
+        copt.zero_grad(set_to_none=set_to_none)
+        for p in model.parameters():      # torch's contract: None, or zeros in place
+            assert p.grad is None if set_to_none else torch.equal(p.grad, torch.zeros_like(p))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(_problem(), _CountingSGD(model.parameters(), lr=0.1),
+                                preset="lagrangian")
+    model(torch.randn(4, 5)).sum().backward()
+    copt.zero_grad()
+    assert _CountingSGD.calls == 1 and all(p.grad is None for p in model.parameters())
