@@ -297,3 +297,27 @@ def early_stop_mapping(values: Mapping[str, Any] | None) -> dict[str, Any]:
 def disabled_record(reason: str) -> dict[str, Any]:
     """``training.early_stop`` of a run that did not check: why."""
     return {"enabled": False, "reason": reason}
+
+
+def early_stop_line(results: Mapping[str, Any]) -> str | None:
+    """The CLI's line for a run the early stop ended (``None``: it played every step).
+
+    Example:
+        >>> cert = {"step": 225, "window": [175, 200, 225], "objective": 0.1512,
+        ...         "objective_moved": 0.0006, "best_iterate_objective": 0.1511,
+        ...         "above_best_iterate": 0.0001}
+        >>> print(early_stop_line({"training": {"early_stop": {"enabled": True,
+        ...     "stopped_at": 225, "certificate": cert}}}))  # doctest: +NORMALIZE_WHITESPACE
+        stopped early at step 225 (trainer.early_stop): the recommendation is feasible on train
+        at steps 175, 200, 225, its train objective 0.1512 moved by 0.0006 over them and is
+        0.0001 above the best iterate's there
+    """
+    record = (results.get("training") or {}).get("early_stop") or {}
+    cert = record.get("certificate")
+    if not record.get("enabled") or cert is None:
+        return None
+    steps = ", ".join(str(s) for s in cert["window"])
+    return (f"stopped early at step {cert['step']} (trainer.early_stop): the recommendation "
+            f"is feasible on train at steps {steps}, its train objective "
+            f"{cert['objective']:.4f} moved by {cert['objective_moved']:.4f} over them and is "
+            f"{cert['above_best_iterate']:.4f} above the best iterate's there")
