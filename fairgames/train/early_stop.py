@@ -28,7 +28,7 @@ kept instead and each mixture is evaluated by a pass over the split.
 
 Example:
     >>> rule = StopRule(patience=2, objective_tol=0.01, best_tol=0.01)
-    >>> a = Check(step=25, feasible=True, objective=0.20, iterate_objective=0.19)
+    >>> a = Check(step=25, feasible=True, objective=0.20, iterate_objective=0.20)
     >>> b = Check(step=50, feasible=True, objective=0.205, iterate_objective=0.20)
     >>> rule.certify([a]) is None, rule.certify([a, b])["step"]
     (True, 50)
@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,7 @@ from .evaluation import CellCounts, SolutionEvaluator
 from .recommend import choose
 from .solutions import constraint_rows
 
+LOG = logging.getLogger(__name__)
 DEFAULTS: dict[str, Any] = {"enabled": "auto", "patience": 3, "objective_tol": 0.002,
                             "best_tol": 0.005}
 KEYS = tuple(DEFAULTS)
@@ -233,6 +235,9 @@ class EarlyStop:
                                  self.train.values[current][0]))
         self.certificate = self.rule.certify(self.checks)
         self.seconds += time.perf_counter() - started
+        if self.stopped:
+            LOG.info("early stop at step %d: %s (the %d checks took %.3f s)", engine.step,
+                     self.certificate, len(self.checks), self.seconds)
         return self.stopped
 
     def _candidates(self, engine: Any) -> list[Any]:
@@ -264,13 +269,13 @@ class EarlyStop:
 
     def record(self) -> dict[str, Any]:
         """``results.json``'s ``training.early_stop``: the rule, where it stopped (``None``:
-        it did not) and its certificate's figures, the checks made and their seconds."""
+        it did not) and its certificate's figures, and the checks made (their seconds are
+        :attr:`seconds`, in ``train.log``: a resumed run's record equals the straight one's)."""
         last = self.checks[-1] if self.checks else None
         return {"enabled": True, "rule": asdict(self.rule),
                 "stopped_at": self.certificate["step"] if self.certificate else None,
                 "certificate": self.certificate, "checks": len(self.checks),
-                "last_check": asdict(last) if last is not None else None,
-                "seconds": self.seconds}
+                "last_check": asdict(last) if last is not None else None}
 
     def state_dict(self) -> dict[str, Any]:
         """The checks made and the certificate (the counts are recomputed after a resume:
