@@ -331,8 +331,9 @@ class TrainerConfig:
     * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
       CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
     * ``early_stop``: end the game at a log interval once the recommendation has settled
-      (:mod:`fairgames.train.early_stop`): ``enabled`` (``auto``: where the check is exact
-      from integer counts and ``recommend=auto``; ``true``; ``false``), ``patience`` (the
+      (:mod:`fairgames.train.early_stop`): ``enabled`` (``false``, the default: every step
+      is played; ``true``; ``auto``: on where the check is exact from integer counts, the
+      run is one process and ``recommend=auto``), ``patience`` (the
       checks in the window), ``objective_tol`` (how far the recommendation's train
       objective may move over the window) and ``best_tol`` (how far above the best iterate
       objective logged in the window it may be).
@@ -376,7 +377,7 @@ class TrainerConfig:
     distributed: bool = False
     compile: bool = False
     early_stop: dict[str, Any] = field(
-        default_factory=lambda: {"enabled": "auto", "patience": 3, "objective_tol": 0.002,
+        default_factory=lambda: {"enabled": False, "patience": 3, "objective_tol": 0.002,
                                  "best_tol": 0.005})
 
 
@@ -750,7 +751,7 @@ def _check_trainer_early_stop(c: DictConfig, check: Checks) -> None:
         if key not in KEYS:
             check.bad(f"trainer.early_stop.{key}", _plain(es[key]),
                       f"unknown key; trainer.early_stop takes {list(KEYS)}")
-    enabled = es.get("enabled", "auto")
+    enabled = es.get("enabled", False)
     if not (isinstance(enabled, bool) or enabled == "auto"):
         check.bad("trainer.early_stop.enabled", enabled, "auto, true or false")
     check.positive("trainer.early_stop.patience", es.get("patience", 3), integer=True)

@@ -54,7 +54,7 @@ from .recommend import choose
 from .solutions import constraint_rows
 
 LOG = logging.getLogger(__name__)
-DEFAULTS: dict[str, Any] = {"enabled": "auto", "patience": 3, "objective_tol": 0.002,
+DEFAULTS: dict[str, Any] = {"enabled": False, "patience": 3, "objective_tol": 0.002,
                             "best_tol": 0.005}
 KEYS = tuple(DEFAULTS)
 
@@ -176,6 +176,11 @@ class TrainValues:
         its true objective."""
         objectives = [self.values[k][0] for k in keys]
         rows = [self.values[k][1] for k in keys]
+        if not any(math.isfinite(f) and all(map(math.isfinite, g))
+                   for f, g in zip(objectives, rows, strict=True)):
+            # no candidate is defined yet (e.g. KLD of a near-constant early model): the LP
+            # has nothing to mix, and nothing is certified
+            return False, math.inf
         c = choose(objectives, rows, lambda w: self.mixture(keys, w))
         f, g = self.mixture(keys, c.weights)
         return max(g, default=-math.inf) <= 0.0, f

@@ -9,13 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
 
 from fairgames.data import make_synthetic
 from fairgames.rates import error_rate, fmeasure, group, true_positive_rate
-from fairgames.train import ConfigError, fit
+from fairgames.train import ConfigError, fit, load_schema
 from fairgames.train.early_stop import Check, StopRule, TrainValues
 from fairgames.train.evaluation import SolutionEvaluator
 from fairgames.train.recommend import choose
@@ -167,9 +168,23 @@ def test_the_incremental_recommendation_is_the_full_ones(split, kind):
     assert sorted(values.values) == sorted(keys[4:])
 
 
+def test_no_defined_candidate_is_not_feasible(split):
+    """KLD of a model predicting nobody positive is infinite: early in a run every candidate
+    may be undefined, and the check then certifies nothing (the LP has nothing to mix)."""
+    from fairgames.rates import kld, positive_prediction_rate
+
+    ev = SolutionEvaluator(kld(group("group", "1")),
+                           [(positive_prediction_rate() >= 0.1).named("p")], "group")
+    values = TrainValues(ev, split, None)
+    values.add([0, 1], -torch.ones(2, len(split)))
+    assert values.values[0][0] == math.inf
+    assert values.recommend([0, 1]) == (False, math.inf)
+
+
 # --------------------------------------------------------------------------- runs
 def test_a_run_stops_early_and_records_why(train_run):
     res = train_run("stop", *QUICK, fast=False)
+    jsonschema.validate(res.results, load_schema())
     tr = res.results["training"]
     es = tr["early_stop"]
     assert es["enabled"] and es["stopped_at"] is not None
