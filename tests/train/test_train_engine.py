@@ -83,8 +83,8 @@ def test_results_match_the_schema_and_independent_recomputation(eo_run):
     jsonschema.validate(res, load_schema())
     assert set(res) == {"schema_version", "config", "env", "solutions", "training", "verdict"}
     assert res["config"]["problem"]["name"] == "equal_opportunity"
-    # the default early stop ends this game before its 300 steps, where its certificate holds
-    stopped = res["training"]["early_stop"]["stopped_at"]
+    # every step is played unless trainer.early_stop (off by default) certified a stop
+    stopped = res["training"]["early_stop"].get("stopped_at")
     assert res["training"]["steps"] == (300 if stopped is None else stopped)
     splits = _splits(eo_run)
     template = _template(eo_run)
