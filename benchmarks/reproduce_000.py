@@ -103,6 +103,9 @@ PINNED = (
     "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
     "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
     "trainer.distributed=false", "trainer.compile=false",
+    # every step of the paper's budget is played (no early stop; its rule's values pinned)
+    "trainer.early_stop.enabled=false", "trainer.early_stop.patience=3",
+    "trainer.early_stop.objective_tol=0.002", "trainer.early_stop.best_tol=0.005",
     "problem.baseline_path=null", "problem.baseline_fraction=0.25",
     "data.include_protected=null", "data.validation_fraction=null", "data.root=null",
     # no noisy groups, no robust player (paper 004's settings)

@@ -45,6 +45,7 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.checkpoint import NoCheckpointError
+from fairgames.train.early_stop import early_stop_line
 from fairgames.train.launch import LAUNCHERS
 from fairgames.train.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.reduction import outcome_line
@@ -108,6 +109,9 @@ def main(cfg: DictConfig) -> float | None:
             f"{resume_command(result.run_dir, result.engine.parallel_ranks)}")
         return None
     say(summary_line(result.run_dir, result.results))
+    stopped = early_stop_line(result.results)
+    if stopped is not None:                  # trainer.early_stop ended the game: where, why
+        say(stopped)
     if "robust" in result.results:           # noisy groups: true / noisy / robust per split
         say(robust_line(result.results["robust"]))
     reduction = result.results["training"].get("reduction")

@@ -330,6 +330,13 @@ class TrainerConfig:
       validation (:mod:`fairgames.train.tune`).
     * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
       CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
+    * ``early_stop``: end the game at a log interval once the recommendation has settled
+      (:mod:`fairgames.train.early_stop`): ``enabled`` (``false``, the default: every step
+      is played; ``true``; ``auto``: on where the check is exact from integer counts, the
+      run is one process and ``recommend=auto``), ``patience`` (the
+      checks in the window), ``objective_tol`` (how far the recommendation's train
+      objective may move over the window) and ``best_tol`` (how far above the best iterate
+      objective logged in the window it may be).
     * ``compile``: record the training step once and replay it as one graph
       (:mod:`fairgames.train.captured`): inductor on CPU where a C++ compiler exists (else
       replayed op by op, with a warning), CUDA graphs on CUDA; Adam, AdamW and Adagrad are
@@ -369,6 +376,9 @@ class TrainerConfig:
         default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
     distributed: bool = False
     compile: bool = False
+    early_stop: dict[str, Any] = field(
+        default_factory=lambda: {"enabled": False, "patience": 3, "objective_tol": 0.002,
+                                 "best_tol": 0.005})
 
 
 @dataclass
@@ -727,6 +737,34 @@ def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
     if c.algorithm.name == REDUCTION:
         check.bad("trainer.distributed", True, "algorithm=reduction fits its oracles in one "
                   "process: train it without torchrun")
+
+
+@register_validator("trainer")
+def _check_trainer_early_stop(c: DictConfig, check: Checks) -> None:
+    """``trainer.early_stop``: its keys and values, and what it cannot certify (another
+    recommendation rule, a data-parallel game)."""
+    from .early_stop import KEYS
+
+    t = c.trainer
+    es = t.early_stop
+    for key in es:
+        if key not in KEYS:
+            check.bad(f"trainer.early_stop.{key}", _plain(es[key]),
+                      f"unknown key; trainer.early_stop takes {list(KEYS)}")
+    enabled = es.get("enabled", False)
+    if not (isinstance(enabled, bool) or enabled == "auto"):
+        check.bad("trainer.early_stop.enabled", enabled, "auto, true or false")
+    check.positive("trainer.early_stop.patience", es.get("patience", 3), integer=True)
+    for key in ("objective_tol", "best_tol"):
+        check.positive(f"trainer.early_stop.{key}", es.get(key, 0.0), zero=True)
+    if enabled is True and t.recommend != "auto":
+        check.bad("trainer.early_stop.enabled", True, "the stop certifies the recommendation "
+                  f"of trainer.recommend=auto; with recommend={t.recommend} set "
+                  "trainer.early_stop.enabled=false")
+    if enabled is True and t.distributed:
+        check.bad("trainer.early_stop.enabled", True, "not available with "
+                  "trainer.distributed=true (the ranks would have to agree on the stop); set "
+                  "it to false or auto")
 
 
 @register_validator("trainer")

@@ -186,6 +186,9 @@ class Engine:
         parallel: a data-parallel run's rank, world size and θ's DDP module
             (:class:`~fairgames.train.parallel.DataParallel`; ``copt`` then has the process
             group): each step plays this rank's shard of the global batch.
+        early_stop: checked after each log interval, ``early_stop.observe(engine)`` says
+            whether to end the game there (:class:`~fairgames.train.early_stop.EarlyStop`;
+            ``None``: play every step); its ``state_dict`` goes in the checkpoint.
 
     Example:
         >>> import torch
@@ -209,7 +212,7 @@ class Engine:
                  logging: LogSettings = LogSettings(),
                  snapshots: SnapshotSettings = SnapshotSettings(),
                  checkpoints: CheckpointSettings = CheckpointSettings(),
-                 parallel: DataParallel | None = None) -> None:
+                 parallel: DataParallel | None = None, early_stop: Any = None) -> None:
         _check_data(data, copt)
         train, heldout, protected = data.train, data.heldout, data.protected
         self.model, self.copt, self.train = model, copt, train
@@ -257,6 +260,7 @@ class Engine:
         # the last batch, for logging (a function of it under trainer.compile: made at log time)
         self._last: Any = None
         self.captured: CapturedSteps | None = None
+        self.early_stop = early_stop
 
     # ------------------------------------------------------------------ one step
     def _shard(self, index: torch.Tensor | None, rows: int) -> torch.Tensor | None:
@@ -376,6 +380,8 @@ class Engine:
         signal to any of them (:meth:`_stop_signal`); rank 0 writes the checkpoint.
         """
         end = self.steps if stop_after is None else min(self.steps, stop_after)
+        if self.stopped_early:       # resumed after the stop: nothing more to play
+            end = self.step
         bar = tqdm(total=self.steps, initial=self.step, disable=not self.progress,
                    desc="train", dynamic_ncols=True, leave=True)
         signals = StopSignals().start()
@@ -391,6 +397,8 @@ class Engine:
                     rec = self.log()
                     bar.set_postfix(objective=f"{rec['objective_true']:.4g}",
                                     max_violation=f"{rec['max_violation']:.3g}")
+                    if self.early_stop is not None and self.early_stop.observe(self):
+                        end = self.step       # certified: the game ends here
                 saved = bool(self.checkpoint_every) and self.step % self.checkpoint_every == 0
                 if saved:
                     self.save_checkpoint()
@@ -403,8 +411,13 @@ class Engine:
         stop = signals.received if self.parallel is None else stop
         if stop is not None:
             raise RunInterrupted(stop, self.step, self.save_checkpoint(), self.run_dir)
-        if self.step < self.steps:
+        if self.step < self.steps and not self.stopped_early:
             self.save_checkpoint()
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the early stop ended the game before ``steps``."""
+        return self.early_stop is not None and bool(self.early_stop.stopped)
 
     def _stop_signal(self, signals: StopSignals, boundary: bool) -> int | None:
         """The signal that stops the loop after this step (``None``: go on). One process:
@@ -515,6 +528,8 @@ class Engine:
                                 if self.heldout_sampler is not None else None),
             "snapshots": self.snapshots.state_dict(),
             "history": self.history,
+            "early_stop": (self.early_stop.state_dict() if self.early_stop is not None
+                           else None),
             "rng": {"torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available()
                     else []},
@@ -559,6 +574,8 @@ class Engine:
             self.heldout_sampler.load_state_dict(held)
         self.snapshots.load_state_dict(state["snapshots"])
         self.history = list(state["history"])
+        if self.early_stop is not None and state.get("early_stop") is not None:
+            self.early_stop.load_state_dict(state["early_stop"])
         self.step = self._saved_step = int(state["step"])
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():

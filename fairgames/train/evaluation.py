@@ -152,7 +152,7 @@ class SolutionEvaluator:
         models: a run's candidates), the same values bit for bit. Where every metric reads
         the scores through ``1[s > 0]`` alone and the counts are integers (hard groups,
         unweighted rows, events with integer coefficients), all ``R`` models are counted in
-        one pass (:func:`_leaf_values_each`); otherwise one :meth:`statements` per row.
+        one pass (:meth:`counts_each`); otherwise one :meth:`statements` per row.
 
         Example:
             >>> from fairgames.data import make_synthetic
@@ -164,10 +164,46 @@ class SolutionEvaluator:
             True
         """
         evaluator, _, _ = self._view(ds)
-        if not (_counts_suffice(evaluator, ds) and bool(torch.isfinite(scores).all())):
+        counts = self.counts_each(ds, scores, baseline_scores)
+        if counts is None:
             return [self.statements(ds, row, baseline_scores=baseline_scores)
                     for row in scores]
-        names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
+        return self.statements_of_counts(counts)
+
+    def counts_exact(self, ds: TabularDataset) -> bool:
+        """Whether :meth:`counts_each` gives ``ds``'s exact values (for finite scores).
+
+        Example:
+            >>> from fairgames.data import make_synthetic
+            >>> from fairgames.rates import error_rate
+            >>> SolutionEvaluator(error_rate(), [], "group").counts_exact(
+            ...     make_synthetic(n=50, seed=0).train)
+            True
+        """
+        return _counts_suffice(self._view(ds)[0], ds)
+
+    def counts_each(self, ds: TabularDataset, scores: torch.Tensor,
+                    baseline_scores: torch.Tensor | None = None) -> CellCounts | None:
+        """The integer cell counts of each row of ``scores`` ``[R, N]`` on ``ds`` (one
+        pass), from which :meth:`statements_of_counts` gives :meth:`statements` of each row
+        or of any mixture of them; ``None`` where counts do not give the exact values (a
+        metric reading more than ``1[s > 0]``, soft groups, weighted rows, non-finite
+        scores). Counted once, a model's values are read again in microseconds: the early
+        stop's check (:mod:`fairgames.train.early_stop`) keeps each snapshot's counts.
+
+        Example:
+            >>> from fairgames.data import make_synthetic
+            >>> from fairgames.rates import error_rate
+            >>> ds = make_synthetic(n=200, seed=0).test
+            >>> view = SolutionEvaluator(error_rate(), [(error_rate() <= 0.3).named("e")], "group")
+            >>> s = torch.randn(2, len(ds), generator=torch.Generator().manual_seed(0))
+            >>> c = view.counts_each(ds, s)
+            >>> view.statements_of_counts(c) == [view.statements(ds, row) for row in s]
+            True
+        """
+        evaluator, _, _ = self._view(ds)
+        if not (_counts_suffice(evaluator, ds) and bool(torch.isfinite(scores).all())):
+            return None
 
         def parts() -> Iterator[tuple[Batch, torch.Tensor]]:
             for idx in self._chunk_rows(ds):
@@ -176,8 +212,24 @@ class SolutionEvaluator:
                 yield (make_batch(ds, None, idx, baseline_scores=baseline_scores,
                                   probabilities=p[0].to(torch.float64)),
                        p.to(torch.float64))
+        layout, sums = _cell_sums_each(evaluator, parts())
+        return CellCounts(ds, layout, sums)
+
+    def statements_of_counts(self, counts: CellCounts,
+                             mixture_weights: torch.Tensor | None = None
+                             ) -> list[dict[str, Any]]:
+        """:meth:`statements` of each model counted in ``counts`` (:meth:`counts_each`), bit
+        for bit; with ``mixture_weights`` ``[R]``, of their mixture alone (a list of one:
+        the rates of the weighted sum of counts, paper 000's stochastic model — the values
+        of :meth:`statements` with those weights up to float64 rounding)."""
+        evaluator, _, _ = self._view(counts.split)
+        sums = counts.sums
+        if mixture_weights is not None:
+            q = mixture_weights.to(sums.device, torch.float64)
+            sums = (q[:, None] * sums).sum(0, keepdim=True)
+        names = [("objective",), *(("constraint", c.name) for c in self.constraints)]
         out = []
-        for leaves in _leaf_values_each(evaluator, parts()):
+        for leaves in _leaf_values_of_sums(evaluator, counts.layout, sums):
             values = evaluator.read(leaves, names)
             out.append({"objective": values[("objective",)],
                         "constraints": self._constraints(values)})
@@ -243,15 +295,24 @@ def _counts_suffice(evaluator: ExactEvaluator, ds: TabularDataset) -> bool:
                     for row in table for v in row))
 
 
-def _leaf_values_each(evaluator: ExactEvaluator, parts: Iterable[tuple[Batch, torch.Tensor]]
-                      ) -> list[LeafValues]:
-    """Every leaf's exact value on a split for each of ``R`` models with 0/1 predictions,
-    from ``parts``: each chunk's batch (any one model's) and the models' predictions on it
-    ``[R, B]`` (float64). The per-cell counts of all models are added up at once and
-    mapped to leaf values by the evaluator's own plan
-    (:meth:`~fairgames.rates.RateEvaluator.leaf_values_of_sums`); being integers, they and
-    the leaf values are those of :meth:`~fairgames.rates.ExactEvaluator.leaf_values` on
-    each model, bit for bit. Each chunk is checked as that checks it (labels, codes)."""
+@dataclasses.dataclass(frozen=True)
+class CellCounts:
+    """The cell counts of ``R`` models with 0/1 predictions on ``split``
+    (:meth:`SolutionEvaluator.counts_each`): ``sums`` ``[R, cells·columns]`` (float64
+    integers) in the evaluator's plan laid out as the batch ``layout``."""
+
+    split: TabularDataset
+    layout: Batch
+    sums: torch.Tensor
+
+
+def _cell_sums_each(evaluator: ExactEvaluator, parts: Iterable[tuple[Batch, torch.Tensor]]
+                    ) -> tuple[Batch, torch.Tensor]:
+    """The per-cell counts of ``R`` models with 0/1 predictions on a split, from ``parts``:
+    each chunk's batch (any one model's) and the models' predictions on it ``[R, B]``
+    (float64); returns the layout batch and the sums ``[R, cells·columns]``. Being integers,
+    any order of adding them gives the same float64 values. Each chunk is checked as
+    :meth:`~fairgames.rates.ExactEvaluator.leaf_values` checks it (labels, codes)."""
     rates, layout, sums = evaluator.rates, None, None
     for batch, predictions in parts:
         rates.to(batch.device)
@@ -271,7 +332,18 @@ def _leaf_values_each(evaluator: ExactEvaluator, parts: Iterable[tuple[Batch, to
         for j in range(len(rates.indicators)):
             sums[:, :, 1 + 3 * j] += hits
     assert layout is not None and sums is not None
-    true, subset = rates.leaf_values_of_sums(layout, sums.reshape(len(sums), -1))
+    return layout, sums.reshape(len(sums), -1)
+
+
+def _leaf_values_of_sums(evaluator: ExactEvaluator, layout: Batch, sums: torch.Tensor
+                         ) -> list[LeafValues]:
+    """Every leaf's exact value for each row of cell sums ``[R, cells·columns]``
+    (:func:`_cell_sums_each`), mapped by the evaluator's own plan
+    (:meth:`~fairgames.rates.RateEvaluator.leaf_values_of_sums`): for integer counts the
+    values of :meth:`~fairgames.rates.ExactEvaluator.leaf_values` on each model, bit for
+    bit."""
+    rates = evaluator.rates
+    true, subset = rates.leaf_values_of_sums(layout, sums)
     nan = torch.full_like(true[:, 0], float("nan"))
     return [LeafValues(true[:, r], nan, nan, rates.index, subset_weights=subset[:, r])
             for r in range(len(sums))]

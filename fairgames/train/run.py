@@ -78,6 +78,7 @@ from .data import (
     predict_scores,
     write_preprocessing,
 )
+from .early_stop import EarlyStop, StopRule, disabled_record, early_stop_mapping
 from .engine import (
     ENGINE_FORMAT,
     BatchSettings,
@@ -912,7 +913,8 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                                    offset=trainer.snapshot_offset),
         checkpoints=CheckpointSettings(every=trainer.checkpoint_every, run_dir=run_dir,
                                        on_save=add_run_state),
-        parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None)
+        parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None,
+        early_stop=_early_stop(ctx, helpers, built, model))
     if ckpt is not None:
         try:
             engine.load_state_dict(ckpt["engine"])
@@ -925,6 +927,43 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
         except ValueError as e:
             raise ConfigError(f"trainer.compile=true: {e}") from e
     return Game(model, copt, engine, logger, data, rows_file, steps)
+
+
+def _early_stop(ctx: RunContext, helpers: Helpers, built: RunProblem,
+                model: torch.nn.Module) -> EarlyStop | None:
+    """``trainer.early_stop``'s check (``None``: off, and why in ``ctx.extras``). ``auto``
+    turns it on where the recommendation is ``auto``'s, the run is one process and the
+    candidates' train values are exact from integer counts (the check then costs
+    milliseconds)."""
+    trainer = ctx.inputs.trainer
+    settings = early_stop_mapping(trainer.early_stop)
+    evaluator = _evaluator(ctx, built, model)
+    train = ctx.splits.train
+    enabled, why = settings["enabled"], "trainer.early_stop.enabled=false"
+    if enabled == "auto":
+        enabled, why = _auto_early_stop(trainer, ctx.inputs.parallel is not None,
+                                        evaluator.counts_exact(train))
+    if not enabled:
+        ctx.extras["early_stop"] = disabled_record(why)
+        return None
+    unc = ctx.extras.get("unconstrained_model")
+    base = helpers.baselines["train"] if helpers.baselines else None
+    return EarlyStop(StopRule.from_mapping(settings), evaluator, train, base,
+                     {"unconstrained model": unc} if unc is not None else None,
+                     trainer.eval_chunk)
+
+
+def _auto_early_stop(trainer: TrainerConfig, parallel: bool, exact: bool
+                     ) -> tuple[bool, str]:
+    """``trainer.early_stop.enabled=auto``: whether it is on, and why not."""
+    if trainer.recommend != "auto":
+        return False, f"auto: off with trainer.recommend={trainer.recommend}"
+    if parallel:
+        return False, "auto: off in a data-parallel run"
+    if not exact:
+        return False, ("auto: off where the train values are not exact from integer counts "
+                       "(regression, thresholds, soft groups, weighted rows)")
+    return True, ""
 
 
 def _write_holdout_rows(run_dir: Path | None, trainer: TrainerConfig,
@@ -945,7 +984,7 @@ def _play(ctx: RunContext, game: Game) -> bool:
     (False)."""
     trainer, engine = ctx.inputs.trainer, game.engine
     engine.run(stop_after=trainer.stop_after)
-    if engine.step < game.steps:
+    if engine.step < game.steps and not engine.stopped_early:
         return False
     if trainer.checkpoint_every:
         engine.save_checkpoint()
@@ -1157,6 +1196,8 @@ def _training_record(ctx: RunContext, helpers: Helpers, built: RunProblem, game:
         "likely_infeasible": bool(copt.likely_infeasible()),
         "seconds": time.perf_counter() - ctx.started,
         "snapshots": {"steps": list(engine.snapshots.steps)},
+        "early_stop": (engine.early_stop.record() if engine.early_stop is not None
+                       else ctx.extras.get("early_stop")),
         **choice,
         "unconstrained": helpers.unconstrained,
         "baseline": helpers.baseline_info,

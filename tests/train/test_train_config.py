@@ -136,7 +136,7 @@ def test_null_steps_are_the_problem_familys_budget(problem, steps, compose_cfg):
 
 def test_a_run_with_null_steps_plays_the_problems_budget(compose_cfg, tmp_path):
     cfg = compose_cfg("data=synthetic", "data.n=300", "trainer=smoke", "trainer.steps=null",
-                      "trainer.progress=false")
+                      "trainer.progress=false", "trainer.early_stop.enabled=false")
     result = run(cfg, run_dir=tmp_path)
     assert result.results["training"]["steps"] == 500          # equal opportunity: affine
 
