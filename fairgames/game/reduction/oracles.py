@@ -91,8 +91,8 @@ class RiskOracle:
         if self.loss.name == SQUARED.name:   # (1 − W)ℓ(0, f) + Wℓ(1, f) = ½(f − W)² + const
             return self.fitter.squared(w1)
         zeros, ones = torch.zeros_like(w1), torch.ones_like(w1)
-        return self.fitter.minimize(
-            lambda f: ((1 - w1) * self.loss(f, zeros) + w1 * self.loss(f, ones)).mean())
+        return self.fitter.per_row(
+            lambda f: (1 - w1) * self.loss(f, zeros) + w1 * self.loss(f, ones))
 
 
 def pair_labels(c_lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

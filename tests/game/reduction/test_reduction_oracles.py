@@ -101,6 +101,42 @@ def test_lr_with_the_squared_loss_is_ls_and_with_the_logistic_loss_hits_the_targ
     np.testing.assert_allclose(fit.numpy(), u.numpy(), atol=1e-4)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lr_with_the_logistic_loss_is_sklearns_weighted_two_copy_logistic_regression(seed):
+    # the bounded logistic loss is the logistic loss of the score 5(2f − 1), an affine map
+    # of f: on a linear model, sklearn's unpenalised logistic regression on the two copies
+    # (labels 0 / 1, weights 1 − W₁ / W₁) is the same ERM
+    from sklearn.linear_model import LogisticRegression
+
+    x, c_lam = _case(seed, n=300)
+    x = torch.cat([x, torch.nn.functional.one_hot(torch.arange(300) % 3, 3)], 1)  # rank-def.
+    w1 = stationary_weight(BOUNDED_LOGISTIC, targets(c_lam))
+    fitter = Fitter(lambda: torch.nn.Linear(6, 1).double(), x, steps=100)
+    got = _predict(RiskOracle(fitter, BOUNDED_LOGISTIC)(c_lam), x)
+    ref = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000).fit(
+        np.r_[x.numpy(), x.numpy()], np.r_[np.zeros(300), np.ones(300)],
+        sample_weight=np.r_[1 - w1.numpy(), w1.numpy()])
+    ref_f = torch.as_tensor((ref.decision_function(x.numpy()) / 5 + 1) / 2)
+
+    def objective(f):
+        zeros, ones = torch.zeros_like(f), torch.ones_like(f)
+        return float(((1 - w1) * BOUNDED_LOGISTIC(f, zeros)
+                      + w1 * BOUNDED_LOGISTIC(f, ones)).mean())
+
+    assert objective(got) == pytest.approx(objective(ref_f), rel=1e-8)
+    assert objective(got) <= objective(ref_f) * (1 + 1e-12)   # at least as low as sklearn
+    # warm-started from that optimum, a second call with other costs is still exact
+    c2 = c_lam.flip(1)
+    w2 = stationary_weight(BOUNDED_LOGISTIC, targets(c2))
+    again = _predict(RiskOracle(fitter, BOUNDED_LOGISTIC)(c2), x)
+    ref2 = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000).fit(
+        np.r_[x.numpy(), x.numpy()], np.r_[np.zeros(300), np.ones(300)],
+        sample_weight=np.r_[1 - w2.numpy(), w2.numpy()])
+    w1 = w2
+    assert objective(again) == pytest.approx(
+        objective(torch.as_tensor((ref2.decision_function(x.numpy()) / 5 + 1) / 2)), rel=1e-8)
+
+
 def _hinge(c_lam, scores):
     n_grid = c_lam.shape[1]
     sign, weight = pair_labels(c_lam)
