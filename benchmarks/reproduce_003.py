@@ -105,9 +105,9 @@ SEEDS = (4,)
 # did in 13 500. inner_steps: the warm-started L-BFGS iterations of one LR best response.
 REDUCTION = {"bound": 10.0, "gap": 0.002, "check_every": 10, "inner_steps": 20}
 STEP_SIZE = {"adult": 10.0, "adult2k": 10.0, "law": 10.0, "law2k": 10.0, "crime": 2.0}
-# The CS oracle's exact LP costs 3–40 s per call (Crime the slowest): its runs are capped at
-# [code]'s T = 50 iterations, and --quick runs it at one ε̂ for 3 iterations (a smoke test of
-# the path, not a frontier).
+# The CS oracle's exact LP costs ~1–6 s per call under load since issue 22's per-row LP
+# (Crime the slowest; 6–240 s before): its runs are capped at [code]'s T = 50 iterations,
+# and --quick runs it at one ε̂ for 3 iterations (a smoke test of the path, not a frontier).
 # The reduction's loss per task: the paper's (Ex. 1: ½(y − u)²; Ex. 2: the bounded logistic
 # loss, C = 5), the losses the metrics read (RMSE; the log loss of p = σ(5(2u − 1))) up to
 # scale and offset. (The quick run before this played the plain logistic loss on Adult.)
