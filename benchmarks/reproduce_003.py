@@ -102,12 +102,13 @@ SEEDS = (4,)
 # +0.011 where ν = 0.002 reaches +0.003 (ε̂ = 0.05). η per data set, from a trial at ε̂ = 0.05
 # and ν = 0.002 (η ∈ {2, 10}, the larger that converged): 10 stops Law-2k in ~4 000
 # iterations and Adult-2k (LR) in ~4 400; on Crime it had not converged after 30 000, η = 2
-# did in 13 500. inner_steps: the warm-started L-BFGS iterations of one LR best response.
+# did in 13 500 (both with the capped L-BFGS LR oracle of before issue 22). inner_steps: the
+# most warm-started Newton iterations of one LR best response (L-BFGS's for other models).
 REDUCTION = {"bound": 10.0, "gap": 0.002, "check_every": 10, "inner_steps": 20}
 STEP_SIZE = {"adult": 10.0, "adult2k": 10.0, "law": 10.0, "law2k": 10.0, "crime": 2.0}
-# The CS oracle's exact LP costs 3–40 s per call (Crime the slowest): its runs are capped at
-# [code]'s T = 50 iterations, and --quick runs it at one ε̂ for 3 iterations (a smoke test of
-# the path, not a frontier).
+# The CS oracle's exact LP costs ~1–6 s per call under load since issue 22's per-row LP
+# (Crime the slowest; 6–240 s before): its runs are capped at [code]'s T = 50 iterations,
+# and --quick runs it at one ε̂ for 3 iterations (a smoke test of the path, not a frontier).
 # The reduction's loss per task: the paper's (Ex. 1: ½(y − u)²; Ex. 2: the bounded logistic
 # loss, C = 5), the losses the metrics read (RMSE; the log loss of p = σ(5(2u − 1))) up to
 # scale and offset. (The quick run before this played the plain logistic loss on Adult.)

@@ -91,8 +91,8 @@ class RiskOracle:
         if self.loss.name == SQUARED.name:   # (1 − W)ℓ(0, f) + Wℓ(1, f) = ½(f − W)² + const
             return self.fitter.squared(w1)
         zeros, ones = torch.zeros_like(w1), torch.ones_like(w1)
-        return self.fitter.minimize(
-            lambda f: ((1 - w1) * self.loss(f, zeros) + w1 * self.loss(f, ones)).mean())
+        return self.fitter.per_row(
+            lambda f: (1 - w1) * self.loss(f, zeros) + w1 * self.loss(f, ones))
 
 
 def pair_labels(c_lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,26 +125,81 @@ class CostSensitiveOracle:
             0.5 / n - sign * (f[:, None] - z[None, :]))).sum() / scale)
 
     def _linear_program(self, c_lam: torch.Tensor) -> nn.Module:
-        n = c_lam.shape[1]
-        sign, weight = pair_labels(c_lam.cpu())
-        rows, cols = torch.nonzero(weight > 0, as_tuple=True)   # weightless pairs drop out
-        m = rows.numel()
-        x = torch.cat([self.fitter.x.detach().cpu().to(torch.float64),
-                       torch.ones(c_lam.shape[0], 1, dtype=torch.float64)], 1)
-        d = x.shape[1]
-        s = sign[rows, cols].numpy()
-        zs = threshold_grid(n)[cols].numpy()
-        # t_p ≥ α/2 − s_p(⟨β, x̃_i⟩ − z)  ⇔  −s_p⟨β, x̃_i⟩ − t_p ≤ −α/2 − s_p z
-        a_ub = sp.hstack([sp.csr_matrix(-s[:, None] * x[rows].numpy()),
-                          -sp.identity(m, format="csr")], format="csr")
-        b_ub = -0.5 / n - s * zs
-        cost = np.r_[np.zeros(d), weight[rows, cols].numpy() / max(m, 1)]
-        bounds = [(-1.0, 1.0)] * d + [(0.0, None)] * m
-        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-        if res.status != 0:
-            raise RuntimeError(f"the cs oracle's LP failed: {res.message}")
-        beta = torch.as_tensor(res.x[:d])
+        beta, _ = hinge_linear_program(self.fitter.x, c_lam)
         return self.fitter.set_linear(beta[:-1], beta[-1])
+
+
+def hinge_pieces(sign: np.ndarray, weight: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's hinge sum ``h_i(f) = Σ_z W_{iz} max(0, α/2 − s_{iz}(f − z))`` as a convex
+    piecewise-linear function of its prediction ``f`` with kinks on the half grid
+    ``b_j = (j + ½)/N``, ``j = 0..N``: a pair with ``s = +1`` (``max(0, z + α/2 − f)``) kinks
+    at ``z + α/2``, one with ``s = −1`` at ``z − α/2``, both on that grid (``α = 1/N``).
+    Returns per row ``h_i(b_0)``, the slope left of ``b_0``, the ``N`` slopes between the
+    kinks (nondecreasing: the function is convex) and the slope right of ``b_N``.
+
+    Example:
+        >>> import numpy as np
+        >>> at, left, mid, right = hinge_pieces(np.array([[1.0, -1.0]]), np.array([[1.0, 2.0]]))
+        >>> at.tolist(), left.tolist(), mid.tolist(), right.tolist()
+        ([0.5], [-1.0], [[-1.0, 2.0]], [2.0])
+    """
+    n_grid = sign.shape[1]
+    up = np.where(sign > 0, weight, 0.0)            # kink at z_k + α/2 = b_k
+    down = np.where(sign > 0, 0.0, weight)          # kink at z_k − α/2 = b_{k−1}
+    kink = np.zeros((sign.shape[0], n_grid + 1))
+    kink[:, 1:] += up
+    kink[:, :-1] += down
+    left = -up.sum(1)
+    mid = left[:, None] + np.cumsum(kink, 1)[:, :-1]
+    # at b_0 = α/2 only the s = +1 pairs are active, each at z_k + α/2 − b_0 = z_k
+    at = up @ (np.arange(1, n_grid + 1) / n_grid)
+    return at, left, mid, down.sum(1)
+
+
+def hinge_linear_program(x: torch.Tensor, c_lam: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """The CS oracle's LP (App. G, weights and thresholds restored, notes §5 #10): over
+    ``β = (w, b) ∈ [−1, 1]^{d+1}`` minimise ``(1/m) Σ_{i,z} |C_{iz}| max(0, α/2 −
+    s_{iz}(⟨w, x_i⟩ + b − z))`` (``m`` pairs of nonzero weight). Returns ``(β [d + 1],
+    optimum)``.
+
+    Written per row rather than per pair: ``f_i = ⟨β, x̃_i⟩ = b_0 − e_i + Σ_j δ_{ij} + r_i``
+    with ``δ_{ij} ∈ [0, 1/N]`` on the segments of :func:`hinge_pieces` and ``e_i, r_i ≥ 0``
+    beyond them, each priced at its slope. As the slopes increase, an optimal solution fills
+    the segments in order, so the cost is ``h_i(f_i) − h_i(b_0)``: the same optimum and
+    optimal β as one slack row per pair, with ``n`` rows of ``d + N + 3`` nonzeros instead of
+    ``n·N`` rows of ``d + 2``. The costs are scaled to a largest of 1 before HiGHS sees them
+    (its dual tolerance is absolute, and ``|C|/m`` is ~1e-6).
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([[0.0], [1.0]])
+        >>> c_lam = torch.tensor([[1.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)
+        >>> beta, value = hinge_linear_program(x, c_lam)
+        >>> [round(v, 6) for v in beta.tolist()], round(value, 6)   # f = 0.25, 1.25
+        ([1.0, 0.25], 0.0)
+    """
+    n_rows, n_grid = c_lam.shape
+    sign, weight = (t.numpy() for t in pair_labels(c_lam.detach().cpu().to(torch.float64)))
+    at, left, mid, right = hinge_pieces(sign, weight)
+    xt = np.c_[x.detach().cpu().to(torch.float64).numpy(), np.ones(n_rows)]
+    d = xt.shape[1]
+    eye = sp.identity(n_rows, format="csr")
+    segments = sp.csr_matrix((np.ones(n_rows * n_grid), (np.repeat(np.arange(n_rows), n_grid),
+                                                         np.arange(n_rows * n_grid))))
+    # columns [β | e | δ | r]: ⟨β, x̃_i⟩ + e_i − Σ_j δ_ij − r_i = b_0
+    a_eq = sp.hstack([sp.csr_matrix(xt), eye, -segments, -eye], format="csr")
+    cost = np.r_[np.zeros(d), -left, mid.ravel(), right]
+    scale = float(np.abs(cost).max()) or 1.0
+    upper = np.r_[np.ones(d), np.full(n_rows, np.inf), np.full(n_rows * n_grid, 1.0 / n_grid),
+                  np.full(n_rows, np.inf)]
+    lower = np.r_[-np.ones(d), np.zeros(n_rows * (n_grid + 2))]
+    res = linprog(cost / scale, A_eq=a_eq, b_eq=np.full(n_rows, 0.5 / n_grid),
+                  bounds=np.c_[lower, upper], method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the cs oracle's LP failed: {res.message}")
+    pairs = max(int((weight > 0).sum()), 1)
+    return torch.as_tensor(res.x[:d]), float(res.fun * scale + at.sum()) / pairs
 
 
 class WeightedLossOracle:

@@ -8,8 +8,9 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
-from scipy.optimize import minimize
+from scipy.optimize import linprog, minimize
 
 from fairgames.game.reduction import GroupLossGame
 from fairgames.game.reduction.discretize import prefix_sums, targets
@@ -19,6 +20,7 @@ from fairgames.game.reduction.oracles import (
     LeastSquaresOracle,
     RiskOracle,
     WeightedLossOracle,
+    hinge_linear_program,
     pair_labels,
     stationary_weight,
 )
@@ -99,6 +101,42 @@ def test_lr_with_the_squared_loss_is_ls_and_with_the_logistic_loss_hits_the_targ
     np.testing.assert_allclose(fit.numpy(), u.numpy(), atol=1e-4)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lr_with_the_logistic_loss_is_sklearns_weighted_two_copy_logistic_regression(seed):
+    # the bounded logistic loss is the logistic loss of the score 5(2f − 1), an affine map
+    # of f: on a linear model, sklearn's unpenalised logistic regression on the two copies
+    # (labels 0 / 1, weights 1 − W₁ / W₁) is the same ERM
+    from sklearn.linear_model import LogisticRegression
+
+    x, c_lam = _case(seed, n=300)
+    x = torch.cat([x, torch.nn.functional.one_hot(torch.arange(300) % 3, 3)], 1)  # rank-def.
+    w1 = stationary_weight(BOUNDED_LOGISTIC, targets(c_lam))
+    fitter = Fitter(lambda: torch.nn.Linear(6, 1).double(), x, steps=100)
+    got = _predict(RiskOracle(fitter, BOUNDED_LOGISTIC)(c_lam), x)
+    ref = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000).fit(
+        np.r_[x.numpy(), x.numpy()], np.r_[np.zeros(300), np.ones(300)],
+        sample_weight=np.r_[1 - w1.numpy(), w1.numpy()])
+    ref_f = torch.as_tensor((ref.decision_function(x.numpy()) / 5 + 1) / 2)
+
+    def objective(f):
+        zeros, ones = torch.zeros_like(f), torch.ones_like(f)
+        return float(((1 - w1) * BOUNDED_LOGISTIC(f, zeros)
+                      + w1 * BOUNDED_LOGISTIC(f, ones)).mean())
+
+    assert objective(got) == pytest.approx(objective(ref_f), rel=1e-8)
+    assert objective(got) <= objective(ref_f) * (1 + 1e-12)   # at least as low as sklearn
+    # warm-started from that optimum, a second call with other costs is still exact
+    c2 = c_lam.flip(1)
+    w2 = stationary_weight(BOUNDED_LOGISTIC, targets(c2))
+    again = _predict(RiskOracle(fitter, BOUNDED_LOGISTIC)(c2), x)
+    ref2 = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000).fit(
+        np.r_[x.numpy(), x.numpy()], np.r_[np.zeros(300), np.ones(300)],
+        sample_weight=np.r_[1 - w2.numpy(), w2.numpy()])
+    w1 = w2
+    assert objective(again) == pytest.approx(
+        objective(torch.as_tensor((ref2.decision_function(x.numpy()) / 5 + 1) / 2)), rel=1e-8)
+
+
 def _hinge(c_lam, scores):
     n_grid = c_lam.shape[1]
     sign, weight = pair_labels(c_lam)
@@ -124,6 +162,45 @@ def test_cs_lp_minimises_the_weighted_hinge_over_the_box():
     assert _hinge(c_lam, _predict(looped, x)) == pytest.approx(best, abs=2e-3)
     with pytest.raises(ValueError, match="LP over linear models"):
         CostSensitiveOracle(Fitter(lambda: torch.nn.Sequential(_linear()), x), exact=True)
+
+
+def _pair_row_lp(xa: np.ndarray, c_lam: torch.Tensor) -> float:
+    """App. G's LP written directly: one slack and one row per weighted pair."""
+    n_grid = c_lam.shape[1]
+    sign, weight = pair_labels(c_lam)
+    rows, cols = torch.nonzero(weight > 0, as_tuple=True)
+    m, d = rows.numel(), xa.shape[1]
+    s, z = sign[rows, cols].numpy(), threshold_grid(n_grid)[cols].numpy()
+    cost = weight[rows, cols].numpy()
+    a_ub = sp.hstack([sp.csr_matrix(-s[:, None] * xa[rows.numpy()]), -sp.identity(m)])
+    res = linprog(np.r_[np.zeros(d), cost / cost.max()], A_ub=a_ub, b_ub=-0.5 / n_grid - s * z,
+                  bounds=[(-1, 1)] * d + [(0, None)] * m, method="highs-ipm")
+    assert res.status == 0
+    return res.fun * cost.max() / m
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_per_row_cs_lp_has_the_pair_row_lps_optimum_and_an_optimal_beta(seed):
+    # one-hot columns beside the intercept (rank-deficient, as the real sets), weightless
+    # pairs (C = 0) and mixed signs within rows
+    g = torch.Generator().manual_seed(seed)
+    n, n_grid = 120, 10
+    x = torch.cat([torch.rand(n, 3, generator=g, dtype=torch.float64),
+                   torch.nn.functional.one_hot(torch.randint(0, 3, (n,), generator=g), 3)
+                   .to(torch.float64)], 1)
+    pref = torch.rand(n, generator=g, dtype=torch.float64)
+    c_lam = (threshold_grid(n_grid)[None, :] - pref[:, None]
+             + 0.3 * torch.randn(n, n_grid, generator=g, dtype=torch.float64)) * 1e-3
+    c_lam[torch.rand(n, n_grid, generator=g) < 0.1] = 0.0
+    xa = np.c_[x.numpy(), np.ones(n)]
+    reference = _pair_row_lp(xa, c_lam)
+    beta, value = hinge_linear_program(x, c_lam)
+    m = int((c_lam != 0).sum())
+    assert value == pytest.approx(reference, rel=1e-7)
+    assert float(beta.abs().max()) <= 1 + 1e-9
+    f = torch.as_tensor(xa) @ beta
+    assert _hinge(c_lam, f) * pair_labels(c_lam)[1].sum().item() / m == pytest.approx(
+        reference, rel=1e-7)
 
 
 def test_the_bgl_oracle_is_weighted_least_squares():
