@@ -112,6 +112,13 @@ def test_committed_ten_split_summary_follows_from_its_cells(rep, tmp_path):
              for p in sorted((tmp_path / "reproduce_004.cells").glob("*.json"))]
     planned = {(d, m, n, s) for d, m, n, s in rep.plan(quick=False, only=None)}
     assert {(c["data"], c["method"], c["noise"], c["split"]) for c in cells} == planned
+    # every cell ran on the recipe's splits (Adult's first run had the official split)
+    for c in cells:
+        assert c["rows"] == ({"train": 29_306, "validation": 9_768, "test": 9_768}
+                             if c["data"] == "adult" else
+                             {"train": 18_000, "validation": 6_000, "test": 6_000})
+    for data in rep.DATASETS:
+        assert next(c["rows"] for c in cells if c["data"] == data) == rep.expected_rows(data, 9)
     saved = json.loads((results / "reproduce_004.json").read_text())
     assert len(saved["rows"]) == len({(d, m, n) for d, m, n, _ in planned})
     for row in saved["rows"]:
