@@ -280,6 +280,11 @@ def algorithm_schema() -> type:
     return _SCHEMA[signature]
 
 
+# trainer.early_stop's keys and defaults (fairgames.train.early_stop reads them too)
+EARLY_STOP_DEFAULTS: dict[str, Any] = {"enabled": False, "patience": 3, "objective_tol": 0.002,
+                                       "best_tol": 0.005}
+
+
 @dataclass
 class TrainerConfig:
     """Steps, batches, device, logging, snapshots and checkpoints.
@@ -376,9 +381,7 @@ class TrainerConfig:
         default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
     distributed: bool = False
     compile: bool = False
-    early_stop: dict[str, Any] = field(
-        default_factory=lambda: {"enabled": False, "patience": 3, "objective_tol": 0.002,
-                                 "best_tol": 0.005})
+    early_stop: dict[str, Any] = field(default_factory=lambda: dict(EARLY_STOP_DEFAULTS))
 
 
 @dataclass
@@ -743,20 +746,18 @@ def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
 def _check_trainer_early_stop(c: DictConfig, check: Checks) -> None:
     """``trainer.early_stop``: its keys and values, and what it cannot certify (another
     recommendation rule, a data-parallel game)."""
-    from .early_stop import KEYS
-
     t = c.trainer
-    es = t.early_stop
-    for key in es:
-        if key not in KEYS:
+    es = {**EARLY_STOP_DEFAULTS, **t.early_stop}
+    for key in t.early_stop:
+        if key not in EARLY_STOP_DEFAULTS:
             check.bad(f"trainer.early_stop.{key}", _plain(es[key]),
-                      f"unknown key; trainer.early_stop takes {list(KEYS)}")
-    enabled = es.get("enabled", False)
+                      f"unknown key; trainer.early_stop takes {list(EARLY_STOP_DEFAULTS)}")
+    enabled = es["enabled"]
     if not (isinstance(enabled, bool) or enabled == "auto"):
         check.bad("trainer.early_stop.enabled", enabled, "auto, true or false")
-    check.positive("trainer.early_stop.patience", es.get("patience", 3), integer=True)
+    check.positive("trainer.early_stop.patience", es["patience"], integer=True)
     for key in ("objective_tol", "best_tol"):
-        check.positive(f"trainer.early_stop.{key}", es.get(key, 0.0), zero=True)
+        check.positive(f"trainer.early_stop.{key}", es[key], zero=True)
     if enabled is True and t.recommend != "auto":
         check.bad("trainer.early_stop.enabled", True, "the stop certifies the recommendation "
                   f"of trainer.recommend=auto; with recommend={t.recommend} set "

@@ -48,15 +48,13 @@ import torch
 from fairgames.data import TabularDataset
 from fairgames.game.solutions import StochasticModel
 
+from .config import EARLY_STOP_DEFAULTS as DEFAULTS
 from .data import predict_scores
 from .evaluation import CellCounts, SolutionEvaluator
 from .recommend import choose
 from .solutions import constraint_rows
 
 LOG = logging.getLogger(__name__)
-DEFAULTS: dict[str, Any] = {"enabled": False, "patience": 3, "objective_tol": 0.002,
-                            "best_tol": 0.005}
-KEYS = tuple(DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ class StopRule:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StopRule:
         """The rule of a ``trainer.early_stop`` mapping (``enabled`` is not the rule's)."""
-        v = {**DEFAULTS, **values}
+        v = early_stop_mapping(values)
         return cls(int(v["patience"]), float(v["objective_tol"]), float(v["best_tol"]))
 
     def certify(self, checks: Sequence[Check]) -> dict[str, Any] | None:
