@@ -312,19 +312,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
 
     # ------------------------------------------------------------------ torch-optimizer API
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """The model optimizer's ``zero_grad``. With ``set_to_none`` and torch's own
-        ``Optimizer.zero_grad`` (neither overridden nor patched on the instance), each gradient
-        is set to ``None`` here: all that torch's does then, less its profiler range, whose
-        enter and exit are two dispatcher calls dearer than most of the step's ops.
-        """
-        opt = self.model_optimizer
-        if (set_to_none and type(opt).zero_grad is torch.optim.Optimizer.zero_grad
-                and "zero_grad" not in vars(opt)):
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-            return
-        opt.zero_grad(set_to_none=set_to_none)
+        self.model_optimizer.zero_grad(set_to_none=set_to_none)
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(ω, λ)``: the objective's weight and the multipliers (device tensors)."""
