@@ -88,7 +88,7 @@ DEFAULT_CONSTRAINT_FRACTION = 0.5
 # of a composed cell's config is set by an override.
 PINNED = (
     "model.bias=true", "model.hidden=[64]", "model.activation=relu", "model.dropout=0.0",
-    "model.output=score",
+    "model.output=score", "model.sparse_inputs=off",
     "optimizer.momentum=0.0", "optimizer.grad_clip=null",
     "algorithm.multipliers=null", "algorithm.radius=10.0", "algorithm.slack_lr=0.05",
     "algorithm.psi_steps=100", "algorithm.theta_steps=20", "algorithm.ratio_floor=0.01",

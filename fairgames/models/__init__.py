@@ -22,14 +22,15 @@ from torch import nn
 from .linear import OUTPUTS, LinearModel, decision_threshold, head
 from .mlp import ACTIVATIONS, MLP
 from .rounded import GridRounded
+from .sparse_inputs import SPARSE_INPUTS
 
 MODELS = ("linear", "mlp")
 
 
 def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
-    """A model by name: ``linear`` (options: ``bias``) or ``mlp`` (``hidden``, ``activation``,
-    ``dropout``); both take ``output`` (``"score"``, or ``"unit"``: a sigmoid head). Unknown
-    names and options raise ``ValueError`` naming them.
+    """A model by name: ``linear`` (options: ``bias``, ``sparse_inputs``) or ``mlp``
+    (``hidden``, ``activation``, ``dropout``); both take ``output`` (``"score"``, or
+    ``"unit"``: a sigmoid head). Unknown names and options raise ``ValueError`` naming them.
 
     Example:
         >>> import torch
@@ -42,7 +43,7 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
         ValueError: unknown model 'cnn'; choose from ['linear', 'mlp']
     """
     if name == "linear":
-        allowed = {"bias", "output"}
+        allowed = {"bias", "output", "sparse_inputs"}
         cls: Any = LinearModel
     elif name == "mlp":
         allowed = {"hidden", "activation", "dropout", "output"}
@@ -56,5 +57,5 @@ def build_model(name: str, input_dim: int, **options: Any) -> nn.Module:
     return cls(input_dim, **options)
 
 
-__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "GridRounded", "LinearModel", "build_model",
-           "decision_threshold", "head"]
+__all__ = ["ACTIVATIONS", "MLP", "MODELS", "OUTPUTS", "SPARSE_INPUTS", "GridRounded",
+           "LinearModel", "build_model", "decision_threshold", "head"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .sparse_inputs import CsrCache, sparse_inputs_option
+
 OUTPUTS = ("score", "unit")
 
 
@@ -47,6 +49,10 @@ class LinearModel(nn.Module):
         input_dim: number of features ``D``.
         bias: learn an intercept.
         output: ``"score"``, or ``"unit"``: ``sigmoid(⟨w, x⟩ + b)`` (starts at 0.5 everywhere).
+        sparse_inputs: ``"auto"``: in training, a large mostly-zero CPU feature matrix that
+            comes back unchanged (a full batch) is multiplied through its CSR form, forward and
+            backward (:mod:`fairgames.models.sparse_inputs`; equal to the dense product to
+            rounding); ``"off"``: always the dense kernels.
 
     Example:
         >>> import torch
@@ -55,9 +61,12 @@ class LinearModel(nn.Module):
         (3, [0.0, 0.0])
     """
 
-    def __init__(self, input_dim: int, bias: bool = True, output: str = "score") -> None:
+    def __init__(self, input_dim: int, bias: bool = True, output: str = "score",
+                 sparse_inputs: str = "auto") -> None:
         super().__init__()
         self.output = head(output)
+        self.sparse_inputs = sparse_inputs_option(sparse_inputs)
+        self._csr = CsrCache()
         if not isinstance(input_dim, int) or input_dim < 1:
             raise ValueError(f"input_dim must be a positive int, got {input_dim!r}")
         self.linear = nn.Linear(input_dim, 1, bias=bias)
@@ -68,5 +77,9 @@ class LinearModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores ``[B]`` of features ``x`` ``[B, D]``."""
-        s = self.linear(x).squeeze(-1)
+        s = None
+        if self.sparse_inputs == "auto" and self.training and torch.is_grad_enabled():
+            s = self._csr.scores(x, self.linear.weight, self.linear.bias)
+        if s is None:
+            s = self.linear(x).squeeze(-1)
         return torch.sigmoid(s) if self.output == "unit" else s

@@ -132,6 +132,9 @@ class ModelConfig:
     ``output``: ``score`` (the raw score), ``unit`` (a sigmoid head: predictions in (0, 1),
     for bounded regression) or ``auto`` (``unit`` where the problem's statements assume
     predictions in [0, 1]: thresholds, ``target_loss``, bounded group losses; else ``score``).
+    ``sparse_inputs`` (linear only): ``auto`` multiplies a large mostly-zero full batch through
+    its CSR form in training (:mod:`fairgames.models.sparse_inputs`); ``off`` keeps the dense
+    kernels bit for bit.
 
     Example:
         >>> ModelConfig(name="mlp", hidden=[32, 16]).hidden
@@ -144,6 +147,7 @@ class ModelConfig:
     activation: str = "relu"
     dropout: float = 0.0
     output: str = "auto"
+    sparse_inputs: str = "auto"
 
 
 @dataclass
@@ -494,12 +498,14 @@ def _check_problem(c: DictConfig, check: Checks) -> None:
 
 @register_validator("model")
 def _check_model(c: DictConfig, check: Checks) -> None:
-    from fairgames.models import ACTIVATIONS, MODELS, OUTPUTS
+    from fairgames.models import ACTIVATIONS, MODELS, OUTPUTS, SPARSE_INPUTS
 
     m = c.model
     check.choice("model.name", m.name, MODELS)
     check.choice("model.activation", m.activation, ACTIVATIONS)
     check.choice("model.output", m.output, ("auto", *OUTPUTS))
+    # a resumed run's stored config from before the key: the dense kernels it trained with
+    check.choice("model.sparse_inputs", m.get("sparse_inputs", "off"), SPARSE_INPUTS)
     if not 0.0 <= m.dropout < 1.0:
         check.bad("model.dropout", m.dropout, "must lie in [0, 1)")
     if m.name == "mlp" and (not m.hidden or any(h < 1 for h in m.hidden)):
@@ -747,8 +753,9 @@ def _check_trainer_early_stop(c: DictConfig, check: Checks) -> None:
     """``trainer.early_stop``: its keys and values, and what it cannot certify (another
     recommendation rule, a data-parallel game)."""
     t = c.trainer
-    es = {**EARLY_STOP_DEFAULTS, **t.early_stop}
-    for key in t.early_stop:
+    given = t.get("early_stop") or {}   # a resumed run stored before the key: the defaults (off)
+    es = {**EARLY_STOP_DEFAULTS, **given}
+    for key in given:
         if key not in EARLY_STOP_DEFAULTS:
             check.bad(f"trainer.early_stop.{key}", _plain(es[key]),
                       f"unknown key; trainer.early_stop takes {list(EARLY_STOP_DEFAULTS)}")

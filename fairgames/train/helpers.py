@@ -38,7 +38,9 @@ def model_options(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
     # an older run has no output key: the raw score
     output = model_cfg.get("output", "score")
     if name == "linear":
-        return {"name": name, "bias": model_cfg.get("bias", True), "output": output}
+        # an older run's config has no sparse_inputs: it trained with the dense kernels
+        return {"name": name, "bias": model_cfg.get("bias", True), "output": output,
+                "sparse_inputs": model_cfg.get("sparse_inputs", "off")}
     return {"name": name, "hidden": list(model_cfg["hidden"]),
             "activation": model_cfg["activation"], "dropout": model_cfg["dropout"],
             "output": output}

@@ -435,3 +435,25 @@ def test_hydra_arguments_keep_a_resumed_record(tmp_path):
     assert hydra_resume_args(["-m", f"trainer.resume={tmp_path}"]) == [
         "-m", f"trainer.resume={tmp_path}"]
 
+
+
+def test_a_checkpoint_from_before_later_keys_resumes_as_it_trained(train_run, compose_cfg,
+                                                                    tmp_path, same_run):
+    """A run stored before ``trainer.early_stop`` and ``model.sparse_inputs`` existed (its
+    config lacks them) resumes from its directory, and ends like the uninterrupted run: the
+    missing keys read as what the old run did (no early stop, the dense kernels)."""
+    from fairgames.train import run
+
+    linear = ["problem=equal_opportunity", "trainer.steps=60", "trainer.checkpoint_every=20",
+              "trainer.log_every=5", "trainer.bootstrap=0"]
+    full = train_run("full_linear", *linear)
+    train_run("old", *linear, "trainer.stop_after=40", run_dir=tmp_path)
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        state = torch.load(tmp_path / name, weights_only=False)
+        config = state["run"]["config"]
+        del config["trainer"]["early_stop"], config["model"]["sparse_inputs"]
+        torch.save(state, tmp_path / name)
+    given = [f"trainer.resume={tmp_path}"]
+    resumed = run(compose_cfg(*given), overrides=given)
+    assert "sparse_inputs" not in resumed.results["config"]["model"]
+    same_run(resumed, full)

@@ -79,13 +79,15 @@ def test_wrong_types_fail_at_compose_time(compose_cfg):
 def test_bad_values_are_all_listed(compose_cfg):
     cfg = compose_cfg("trainer.device=gpu", "optimizer.lr=-1", "trainer.batch_size=0",
                       "algorithm=lagrangian", "algorithm.radius=0", "model.name=resnet",
-                      "problem.tolerance_kind=percent", "trainer.selection_split=dev")
+                      "problem.tolerance_kind=percent", "trainer.selection_split=dev",
+                      "model.sparse_inputs=always")
     with pytest.raises(ConfigError) as info:
         validate(cfg)
     msg = str(info.value)
     for fragment in ("trainer.device='gpu'", "['auto', 'cpu', 'cuda']", "optimizer.lr=-1.0",
                      "trainer.batch_size=0", "algorithm.radius=0.0", "model.name='resnet'",
-                     "problem.tolerance_kind='percent'", "trainer.selection_split='dev'"):
+                     "problem.tolerance_kind='percent'", "trainer.selection_split='dev'",
+                     "model.sparse_inputs='always'"):
         assert fragment in msg, fragment
 
 

@@ -278,3 +278,17 @@ def test_a_training_step_makes_no_host_sync(batch_size, problem):
         for _ in range(12):      # crosses an epoch boundary and thins the snapshots
             engine.train_step()
     assert engine.step == 13 and len(engine.snapshots) == 4
+
+
+def test_a_sparse_full_batch_trains_through_the_csr_kernels(train_run):
+    """Adult's one-hot features (89 % zeros), full batch: the engine hands the model the same
+    tensor every step, so ``model.sparse_inputs=auto`` (the default) multiplies it as CSR; the
+    weights follow the dense run's to rounding."""
+    runs = {mode: train_run(f"sparse_{mode}", "data=adult", "trainer.steps=6",
+                            "trainer.bootstrap=0", f"model.sparse_inputs={mode}", fast=False)
+            for mode in ("auto", "off")}
+    assert runs["auto"].model._csr._pair is not None
+    assert runs["off"].model._csr._pair is None
+    for a, b in zip(runs["auto"].model.parameters(), runs["off"].model.parameters(),
+                    strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
