@@ -183,20 +183,28 @@ class _Mixture:
         self.g: torch.Tensor | None = None
         self.member_objectives: list[torch.Tensor] = []
         self.member_g: list[torch.Tensor] = []
-        self._stacked: tuple[torch.Tensor, torch.Tensor] | None = None
+        # the members' (obj, g) copied into buffers that double when full, for best_value
+        self._buffer: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._buffered = 0
 
     def best_value(self, lam: torch.Tensor) -> torch.Tensor:
         """``min_k L(h_k, λ)`` over the distinct iterates (their stored ``obj`` and ``g``:
         no model is evaluated again)."""
-        done = 0 if self._stacked is None else len(self._stacked[0])
-        if done < len(self.member_objectives):
-            new = (torch.stack(self.member_objectives[done:]),
-                   torch.stack(self.member_g[done:]))
-            self._stacked = new if self._stacked is None else (
-                torch.cat([self._stacked[0], new[0]]), torch.cat([self._stacked[1], new[1]]))
-        assert self._stacked is not None
-        objectives, g = self._stacked
-        return (objectives + g @ lam.to(g)).min()
+        count = len(self.member_objectives)
+        if self._buffer is None or len(self._buffer[0]) < count:
+            size = max(2 * count, 64)
+            g0 = self.member_g[0]
+            grown = (torch.empty(size, dtype=torch.float64),
+                     torch.empty(size, g0.numel(), dtype=torch.float64))
+            if self._buffer is not None:
+                grown[0][:self._buffered] = self._buffer[0][:self._buffered]
+                grown[1][:self._buffered] = self._buffer[1][:self._buffered]
+            self._buffer = grown
+        objectives, g = self._buffer
+        for k in range(self._buffered, count):
+            objectives[k], g[k] = self.member_objectives[k], self.member_g[k]
+        self._buffered = count
+        return (objectives[:count] + g[:count] @ lam.to(g)).min()
 
     def add(self, model: nn.Module, objective: torch.Tensor, g: torch.Tensor) -> None:
         key = b"".join(t.detach().cpu().numpy().tobytes() for t in model.state_dict().values())
