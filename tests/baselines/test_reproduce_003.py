@@ -261,3 +261,20 @@ def test_committed_seed_study_follows_from_its_cells(rep, tmp_path):
     diffs = [committed[f"adult2k_s{s}"]["mean_ls_minus_lr"] for s in range(5)]
     assert committed["adult2k_pooled"]["mean_ls_minus_lr"] == pytest.approx(np.mean(diffs))
     assert saved["verdicts"]["lr_beats_ls_on_adult"] == rep.verdict(recomputed)
+
+
+def test_a_cells_certificate_keeps_its_scope(rep):
+    # the lr cells' certificates are read over the hypotheses found (issue 22): the record
+    # keeps that string beside the numbers, which it writes as floats
+    from types import SimpleNamespace
+
+    from fairgames.game.reduction import Certificate
+
+    cert = Certificate(iterations=3, iteration_bound=10.0, max_violation=-0.01,
+                       violation_bound=0.1, objective=0.2, dual_bound=0.19, gap=0.05,
+                       gap_target=0.01, scope="found")
+    record = rep._certificate(SimpleNamespace(certificate=cert))
+    assert record["scope"] == "found" and record["iterations"] == 3.0
+    assert isinstance(record["iterations"], float)
+    assert record["violation_ok"] and record["objective_ok"]
+    assert json.loads(json.dumps(record)) == record

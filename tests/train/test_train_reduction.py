@@ -45,6 +45,7 @@ def test_the_stochastic_solution_is_the_reductions_mixture_and_its_figures_agree
     assert red["outcome"] in ("converged", "max_iterations") and red["iterations"] <= 300
     assert red["game"] == "sp" and red["best_response"] == "ls" and red["loss"] == "squared"
     assert red["certificate"]["violation_ok"] and red["members"] == len(result.model)
+    assert red["certificate"]["scope"] == "oracle"      # ls keeps Algorithm 1's reading
     assert res["training"]["stochastic"]["weights"] == pytest.approx(
         result.model.weights.tolist())
     train = res["solutions"]["stochastic"]["train"]
@@ -101,6 +102,15 @@ def test_bgl_below_what_the_model_class_reaches_is_reported_infeasible(compose_c
     assert "INFEASIBLE" in outcome_line(red)
     cons = result.results["solutions"]["recommended"]["train"]["constraints"].values()
     assert max(c["violation"] for c in cons) > 0.005          # NOT met on train, and said
+
+
+def test_a_found_scope_certificate_is_named_in_the_outcome_line():
+    record = {"outcome": "converged", "iterations": 9, "gap_target": 0.01,
+              "certificate": {"gap": 0.005, "max_violation": 0.0, "violation_bound": 0.1,
+                              "scope": "found"}}
+    assert "hypotheses found" in outcome_line(record)
+    record["certificate"]["scope"] = "oracle"
+    assert "hypotheses found" not in outcome_line(record)
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

@@ -10,10 +10,14 @@ start) and steps ``θ ← θ + η·g(h_t)`` on the true constraint values. At it
   the most violated row, or 0), so ``L(Q̂, Best_λ(Q̂)) = obj(Q̂) + B·max(0, max g(Q̂))``;
 * every ``check_every`` iterations (and at the last) ``ν̲ = L(Q̂, λ̂) − L(Best_h(λ̂), λ̂)``
   (a second oracle call) and the stop at ``max(ν̄, ν̲) ≤ ν`` — the only host reads of the loop.
+  ``lower="oracle"`` reads ``Best_h(λ̂)`` as the oracle's response (Algorithm 1 as written);
+  ``lower="found"`` as the best, by the true Lagrangian, of that response and every iterate
+  so far — exact over the finite set ``H`` of hypotheses found, whatever the oracle.
 
 On return the certificates are checked: ``max g(Q̂) ≤ (ρ + 2ν)/B`` (SP: ``|γ̂| ≤ ε̂ +
 (2 + 2ν)/B``; BGL: ``γ̂_a ≤ ζ̂_a + (1 + 2ν)/B``), ``obj(Q̂) ≤ L(Best_h(λ̂), λ̂) + 2ν`` (a lower
-bound on every feasible Q's objective when the oracle is exact — the LS heuristic is not) and
+bound on every feasible Q's objective when the oracle is exact — the LS and LR heuristics are
+not: ``lower="found"`` makes it a bound over the mixtures of ``H``, :attr:`Certificate.scope`) and
 the iteration count against Theorem 4's bound (which assumes the default η; the other
 certificates follow from the gap alone and hold at any η). A run that stops on the gap but
 misses the violation bound is ``infeasible`` (Algorithm 2's null; for SP it means the oracle
@@ -80,6 +84,10 @@ class Certificate:
     dual_bound: float           # L(Best_h(λ̂), λ̂)
     gap: float                  # max(ν̄, ν̲) at the last check
     gap_target: float           # ν
+    # what ν̲ and dual_bound were read against: "oracle" (the oracle's response — the bounds
+    # hold over the whole class only if the oracle is an exact Best_h) or "found" (the best of
+    # it and the iterates: the bounds hold against every mixture of the hypotheses found)
+    scope: str = "oracle"
 
     @property
     def violation_ok(self) -> bool:
@@ -175,6 +183,28 @@ class _Mixture:
         self.g: torch.Tensor | None = None
         self.member_objectives: list[torch.Tensor] = []
         self.member_g: list[torch.Tensor] = []
+        # the members' (obj, g) copied into buffers that double when full, for best_value
+        self._buffer: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._buffered = 0
+
+    def best_value(self, lam: torch.Tensor) -> torch.Tensor:
+        """``min_k L(h_k, λ)`` over the distinct iterates (their stored ``obj`` and ``g``:
+        no model is evaluated again)."""
+        count = len(self.member_objectives)
+        if self._buffer is None or len(self._buffer[0]) < count:
+            size = max(2 * count, 64)
+            g0 = self.member_g[0]
+            grown = (torch.empty(size, dtype=torch.float64),
+                     torch.empty(size, g0.numel(), dtype=torch.float64))
+            if self._buffer is not None:
+                grown[0][:self._buffered] = self._buffer[0][:self._buffered]
+                grown[1][:self._buffered] = self._buffer[1][:self._buffered]
+            self._buffer = grown
+        objectives, g = self._buffer
+        for k in range(self._buffered, count):
+            objectives[k], g[k] = self.member_objectives[k], self.member_g[k]
+        self._buffered = count
+        return (objectives[:count] + g[:count] @ lam.to(g)).min()
 
     def add(self, model: nn.Module, objective: torch.Tensor, g: torch.Tensor) -> None:
         key = b"".join(t.detach().cpu().numpy().tobytes() for t in model.state_dict().values())
@@ -221,11 +251,17 @@ def _timed(fn: Callable[[torch.Tensor], nn.Module], lam: torch.Tensor,
     return out
 
 
+LOWER_SIDES = ("oracle", "found")
+
+
 def play(game: Game, *, bound: float, gap: float,
          max_iterations: int = 1000, check_every: int = 1,
-         step_size: float | None = None) -> ReductionResult:
+         step_size: float | None = None, lower: str = "oracle") -> ReductionResult:
     """Run Algorithm 1 / 2 on ``game``; ``step_size`` η defaults to ``ν/(2ρ²B)`` (SP:
-    ``ν/(8B)``, BGL: ``ν/(2B)``)."""
+    ``ν/(8B)``, BGL: ``ν/(2B)``); ``lower`` is how ν̲ reads ``Best_h(λ̂)`` (module
+    docstring, :data:`LOWER_SIDES`)."""
+    if lower not in LOWER_SIDES:
+        raise ValueError(f"lower must be one of {LOWER_SIDES}, got {lower!r}")
     m = game.num_multipliers
     eta = gap / (2 * game.rho ** 2 * bound) if step_size is None else step_size
     player = ExponentiatedGradient(m, lr=eta, radius=bound, initial=bound / (m + 1),
@@ -251,7 +287,10 @@ def play(game: Game, *, bound: float, gap: float,
         nu_under = float("nan")
         if t % check_every == 0 or t == max_iterations:
             low_obj, low_g = game.evaluate(_timed(game.best_response, lam_hat, seconds))
-            dual = float(low_obj + lam_hat @ low_g.cpu())
+            dual_t = low_obj.cpu() + lam_hat @ low_g.to(lam_hat)
+            if lower == "found":     # a heuristic's response can lose to an earlier iterate
+                dual_t = torch.minimum(dual_t, mix.best_value(lam_hat))
+            dual = float(dual_t)
             nu_under = float(lagrangian) - dual
             last_gap = max(float(nu_over), nu_under)
         hist.nu_under.append(nu_under)
@@ -260,19 +299,19 @@ def play(game: Game, *, bound: float, gap: float,
             break
         player.update(g_t.to(torch.float64).cpu())
     return _result(game, mix, hist, lam_sum / t, seconds,
-                   t=t, bound=bound, gap=gap, last_gap=last_gap, dual=dual)
+                   t=t, bound=bound, gap=gap, last_gap=last_gap, dual=dual, scope=lower)
 
 
 def _result(game: Game, mix: _Mixture, hist: History,
             lam_hat: torch.Tensor, seconds: list[float], *, t: int, bound: float, gap: float,
-            last_gap: float, dual: float) -> ReductionResult:
+            last_gap: float, dual: float, scope: str) -> ReductionResult:
     assert mix.g is not None
     g_q = mix.g / t
     cert = Certificate(iterations=t, iteration_bound=game.iteration_bound(bound, gap),
                        max_violation=float(g_q.max()),
                        violation_bound=(game.rho + 2 * gap) / bound,
                        objective=float(mix.objective / t), dual_bound=dual, gap=last_gap,
-                       gap_target=gap)
+                       gap_target=gap, scope=scope)
     evidence: dict[str, object] = {}
     if last_gap > gap:
         outcome = "max_iterations"

@@ -26,7 +26,7 @@ from torch import nn
 from fairgames.game.players.keys import ConfigKey, one_of, positive
 from fairgames.rates.losses import as_loss
 
-from .expgrad import ReductionResult, play
+from .expgrad import LOWER_SIDES, ReductionResult, play
 from .fitting import Fitter
 from .games import GroupLossGame, Oracle, ParityGame
 from .oracles import CostSensitiveOracle, LeastSquaresOracle, RiskOracle, WeightedLossOracle
@@ -48,7 +48,12 @@ class ReductionConfig:
     (BGL), which is safe but slow; ``oracle`` is ``"ls"``, ``"lr"``, ``"cs"`` (SP; BGL always
     plays one weighted ERM) or a callable ``c_λ [n, N] -> module``; ``inner_steps`` bounds the
     L-BFGS iterations of one best response where there is no closed form; ``seed`` seeds the
-    model factory.
+    model factory. ``lower_side`` is how the gap's lower side ν̲ reads ``Best_h(λ̂)``
+    (:func:`~fairgames.game.reduction.expgrad.play`'s ``lower``): ``"oracle"``, the oracle's
+    response, or ``"found"``, the best of it and every iterate by the true Lagrangian (the
+    certificate then holds against every mixture of the hypotheses found); ``None``:
+    ``"found"`` for ``lr`` — a heuristic whose response at λ̂ loses to earlier iterates by
+    more than a small ν (docs/fair_regression.md, issue 22) — and ``"oracle"`` otherwise.
     """
 
     constraint: str = "sp"
@@ -63,6 +68,7 @@ class ReductionConfig:
     step_size: float | None = None
     inner_steps: int = 100
     seed: int = 0
+    lower_side: str | None = None
 
     def __post_init__(self) -> None:
         if self.constraint not in CONSTRAINTS:
@@ -80,6 +86,9 @@ class ReductionConfig:
             if not int(getattr(self, name)) >= 1:
                 raise ValueError(f"{name} must be a positive integer, got "
                                  f"{getattr(self, name)!r}")
+        if self.lower_side is not None and self.lower_side not in LOWER_SIDES:
+            raise ValueError(f"lower_side must be one of {LOWER_SIDES} or None, got "
+                             f"{self.lower_side!r}")
         as_loss(self.loss)
         if isinstance(self.loss, str) and self.loss in SCORE_LOSSES:
             raise ValueError(f"loss {self.loss!r} is a loss of classifier scores, not of a "
@@ -97,6 +106,19 @@ CONFIG_KEYS = (
     ConfigKey("gap", float, ReductionConfig.gap, "ν: stop when the duality gap "
               "max(ν̄, ν̲) is at most this", positive()),
 )
+
+
+def lower_side(config: ReductionConfig) -> str:
+    """The config's ``lower_side``, ``None`` resolved: ``"found"`` for the ``lr`` oracle of
+    SP, else ``"oracle"`` (``ls`` and ``cs`` keep Algorithm 1's reading).
+
+    Example:
+        >>> lower_side(ReductionConfig(oracle="lr")), lower_side(ReductionConfig())
+        ('found', 'oracle')
+    """
+    if config.lower_side is not None:
+        return config.lower_side
+    return "found" if config.constraint == "sp" and config.oracle == "lr" else "oracle"
 
 
 def _oracle(config: ReductionConfig, fitter: Fitter, sample: Sample) -> Oracle:
@@ -141,4 +163,4 @@ def fair_regression(model_factory: Callable[[], nn.Module], x: torch.Tensor, y: 
         game = GroupLossGame(sample, loss, config.tolerance, oracle)
     return play(game, bound=config.bound, gap=config.gap,
                 max_iterations=config.max_iterations, check_every=config.check_every,
-                step_size=config.step_size)
+                step_size=config.step_size, lower=lower_side(config))
