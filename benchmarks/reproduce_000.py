@@ -114,7 +114,7 @@ PINNED = (
     "robust.projection=exact", "robust.ascent=unscaled", "robust.projection_iterations=20",
     "robust.timing=before_theta", "robust.rounds=5", "robust.theta_steps=10",
     "robust.tau=0.05", "robust.penalty_radius=null", "robust.multiplier_lr=5.0",
-    "robust.radius=20.0")
+    "robust.radius=20.0", "robust.select=noisy", "robust.select_samples=20")
 # data.target and the split of each data set's `000` recipe (configs/data/*.yaml)
 DATA_DEFAULTS = {"compas": ("two_year_recid", "default"), "crime": ("high_crime", "default"),
                  "law": ("pass_bar", "default"), "adult": ("income", "official")}

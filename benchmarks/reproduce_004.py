@@ -144,40 +144,99 @@ def group_violations(pred: np.ndarray, y: np.ndarray, g: np.ndarray, names: Sequ
     return out
 
 
-def run_cell(data: str, method: str, noise: float | None, split: int, steps: int
-             ) -> dict[str, Any]:
-    """One CLI run in-process, summarised on the test split."""
+def run_cell(data: str, method: str, noise: float | None, split: int, steps: int,
+             selects: Sequence[str] = ("noisy",)) -> dict[str, dict[str, Any]]:
+    """One CLI run in-process, summarised on the test split, per ``robust.select`` rule
+    (``{rule: cell}``; a non-robust method has the one rule ``noisy``). The run itself uses
+    the first rule; the others choose among the same snapshots afterwards
+    (:func:`reselect`), as the library would have."""
     from omegaconf import OmegaConf
     from solved_by_default import compose
 
-    from fairgames.data import true_attribute
     from fairgames.train import run
     from fairgames.train.data import load_splits
 
-    cfg = compose(overrides(data, method, noise, split, steps))
+    robust = method in ("dro", "dro_authors", "sa")
+    selects = tuple(selects) if robust else ("noisy",)
+    extra = [f"robust.select={selects[0]}"] if robust and selects[0] != "noisy" else []
+    cfg = compose([*overrides(data, method, noise, split, steps), *extra])
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         result = run(cfg, Path(tmp) / "run")
         seconds = time.perf_counter() - started
-    d = DATASETS[data]
     splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), split)
+    models = {selects[0]: (result.recommended, result.results["training"]["best_iterate"]
+                           ["step"])}
+    if len(selects) > 1:
+        chosen = reselect(result, splits, DATASETS[data].protected, split, selects)
+        if chosen[selects[0]][1] != models[selects[0]][1]:
+            raise RuntimeError(f"reselect's {selects[0]} step {chosen[selects[0]][1]} is not "
+                               f"the run's {models[selects[0]][1]}")
+        models.update({k: v for k, v in chosen.items() if k != selects[0]})
+    block = result.results.get("robust")
+    return {rule: {**summarise(data, method, noise, split, steps, splits, model, seconds),
+                   "select": rule, "best_step": step,
+                   **({} if block is None or rule != selects[0] else robust_cell(block))}
+            for rule, (model, step) in models.items()}
+
+
+def robust_cell(block: dict[str, Any]) -> dict[str, Any]:
+    """The library's robust values of the run's recommended model on test."""
+    t = block["splits"]["test"]
+    return {"library_error": t["error"], "robust_max": t["robust_max"],
+            "soft_max": t.get("soft_max")}
+
+
+def summarise(data: str, method: str, noise: float | None, split: int, steps: int,
+              splits: Any, model: Any, seconds: float) -> dict[str, Any]:
+    """Error and per-group true / noisy violations of ``model`` on the test split."""
+    from fairgames.data import true_attribute
+
+    d = DATASETS[data]
     test = splits.test
     true = true_attribute(d.protected)
     codes = test.groups.get(true, test.groups[d.protected])
     with torch.no_grad():
-        pred = (result.recommended(test.features).reshape(-1) > 0).numpy().astype(float)
+        pred = (model(test.features).reshape(-1) > 0).numpy().astype(float)
     y = test.labels.numpy()
-    cell = {"data": data, "method": method, "noise": noise, "split": split, "steps": steps,
+    return {"data": data, "method": method, "noise": noise, "split": split, "steps": steps,
             "rows": split_rows(splits), "seconds": seconds, "error": float((pred != y).mean()),
             "true": group_violations(pred, y, codes.numpy(), test.group_names[d.protected], d),
             "noisy": group_violations(pred, y, test.groups[d.protected].numpy(),
                                       test.group_names[d.protected], d)}
-    block = result.results.get("robust")
-    if block is not None:
-        t = block["splits"]["test"]
-        cell.update(library_error=t["error"], robust_max=t["robust_max"],
-                    soft_max=t.get("soft_max"))
-    return cell
+
+
+def reselect(result: Any, splits: Any, protected: str, seed: int, selects: Sequence[str]
+             ) -> dict[str, tuple[Any, int]]:
+    """``{rule: (member, step)}``: the best iterate each ``robust.select`` rule picks among
+    the run's snapshots on train, by the library's own pieces (the candidates' noisy rows,
+    :class:`~fairgames.train.robust_select.RobustSelector`, ``best_iterate``)."""
+    from fairgames.game.solutions import best_iterate
+    from fairgames.train.data import predict_scores
+    from fairgames.train.evaluation import SolutionEvaluator
+    from fairgames.train.robust_select import RobustSelector
+    from fairgames.train.robust_soft import noise_model
+    from fairgames.train.run import played_steps
+    from fairgames.train.solutions import candidate_values
+
+    mixture = result.extras["solutions"]["stochastic"]     # the uniform mixture: every snapshot
+    problem = result.engine.copt.problem
+    train = splits.train
+    evaluator = SolutionEvaluator(problem.objective, list(problem.constraints.values()),
+                                  protected)
+    scores = predict_scores(mixture, train.features, 8192)
+    objectives, rows = candidate_values(evaluator, train, scores, None)
+    gamma = [result.results["robust"]["gamma"][n] for n in train.group_names[protected]]
+    b = noise_model(train, protected)
+    played = played_steps(result.engine, result.engine.copt)      # select=played runs only
+    out = {}
+    for rule in selects:
+        r = rows if rule == "noisy" else RobustSelector(
+            rule, problem, protected, gamma, b, 20, seed, played).rows(
+                evaluator, train, scores, rows, list(mixture.steps))
+        best = best_iterate(objectives, r)
+        out[rule] = (mixture.member(best), int(mixture.steps[best]))
+    return out
 
 
 def split_rows(splits: Any) -> dict[str, int]:
@@ -229,8 +288,10 @@ def aggregate(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plan(quick: bool, only: Sequence[str] | None, splits: int | None = None,
-         noises: Sequence[float] | None = None) -> list[tuple[str, str, float | None, int]]:
-    """Every cell: (data, method, noise, split); ``splits`` / ``noises`` override the run's."""
+         noises: Sequence[float] | None = None, methods: Sequence[str] | None = None
+         ) -> list[tuple[str, str, float | None, int]]:
+    """Every cell: (data, method, noise, split); ``splits`` / ``noises`` / ``methods``
+    override the run's."""
     splits = range(splits or (1 if quick else 10))
     noises = noises or ((0.1, 0.4) if quick else NOISE)
     out = []
@@ -238,7 +299,7 @@ def plan(quick: bool, only: Sequence[str] | None, splits: int | None = None,
         for s in splits:
             out += [(data, m, None, s) for m in ("unconstrained", "true_group")]
             out += [(data, m, n, s) for n in noises for m in ROBUST]
-    return out
+    return [c for c in out if methods is None or c[1] in methods]
 
 
 def meets(violation: Sequence[float]) -> bool:
@@ -340,28 +401,47 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--noise", help="noise levels, comma-separated (0.1,...,0.5; --quick "
                         "0.1,0.4)")
     parser.add_argument("--tag", help="results name (reproduce_004[.quick])")
+    parser.add_argument("--methods", help=f"methods, comma-separated ({','.join(METHODS)})")
+    parser.add_argument("--select", help="robust.select rules, comma-separated (noisy, tv, "
+                        "tv_sampled, soft): the DRO / SA runs use the first, the others choose "
+                        "among the same snapshots; each rule its own results "
+                        "<tag>.select-<rule> (default: noisy, the results <tag>)")
     args = parser.parse_args(argv)
     import sys
 
     sys.path.insert(0, str(HERE))              # solved_by_default.compose
     tag = args.tag or "reproduce_004" + (".quick" if args.quick else "")
-    steps = args.steps
+    selects = tuple(args.select.split(",")) if args.select else ("noisy",)
+    if "played" in selects[1:]:
+        parser.error("--select: played must come first (the run records the adversary's p̃)")
+    tags = ({"noisy": tag} if not args.select else
+            {rule: f"{tag}.select-{rule}" for rule in selects})
     noises = tuple(float(x) for x in args.noise.split(",")) if args.noise else None
-    cell_dir = RESULTS / f"{tag}.cells"
-    cell_dir.mkdir(parents=True, exist_ok=True)
     only = args.only.split(",") if args.only else None
-    cells = []
-    for data, method, noise, split in plan(args.quick, only, args.splits, noises):
-        path = cell_dir / f"{data}_{method}_{noise or 0}_{split}.json"
-        if path.exists():
-            cells.append(stored_cell(path, data, split))
+    methods = args.methods.split(",") if args.methods else None
+    cells: dict[str, list[dict[str, Any]]] = {rule: [] for rule in selects}
+    for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
+        paths = {rule: RESULTS / f"{tags[rule]}.cells" / f"{data}_{method}_{noise or 0}_{split}"
+                 f".json" for rule in selects}
+        if all(p.exists() for p in paths.values()):
+            for rule, p in paths.items():
+                cells[rule].append(stored_cell(p, data, split))
             continue
-        cell = run_cell(data, method, noise, split, steps)
-        path.write_text(json.dumps(cell, indent=1) + "\n")
-        cells.append(cell)
-        print(f"{data} {method} noise={noise} split={split}: error {cell['error']:.4f}, "
-              f"true max {max(cell['true'].values()):.4f} ({cell['seconds']:.0f} s)",
-              flush=True)
+        made = run_cell(data, method, noise, split, args.steps, selects)
+        for rule, p in paths.items():
+            cell = made.get(rule, made["noisy"] if "noisy" in made else next(iter(made.values())))
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(cell, indent=1) + "\n")
+            cells[rule].append(cell)
+            print(f"{data} {method} noise={noise} split={split} select={rule}: error "
+                  f"{cell['error']:.4f}, true max {max(cell['true'].values()):.4f} "
+                  f"({cell['seconds']:.0f} s)", flush=True)
+    for rule in selects:
+        write_summary(cells[rule], args.steps, tags[rule])
+
+
+def write_summary(cells: Sequence[dict[str, Any]], steps: int, tag: str) -> None:
+    """``<tag>.{json,md,png}`` from the cells, and the table printed."""
     keys = sorted({(c["data"], c["method"], c["noise"]) for c in cells},
                   key=lambda k: (k[0], METHODS.index(k[1]), k[2] or 0))
     summary = {"steps": steps, "rows": [
@@ -371,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     (RESULTS / f"{tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (RESULTS / f"{tag}.md").write_text(markdown(summary))
     figure(summary, RESULTS / f"{tag}.png")
-    print(markdown(summary))
+    print(f"## {tag}\n" + markdown(summary))
 
 
 if __name__ == "__main__":

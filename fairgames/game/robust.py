@@ -150,14 +150,40 @@ def _code(lit: GroupIs, names: Sequence[str]) -> int:
     return list(names).index(str(lit.value))
 
 
+def sample_tv_ball(center: torch.Tensor, gamma: float, samples: int,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``[samples, n]`` random points near the TV ball around ``center``, drawn as paper 004's
+    code draws them (``generate_rand_vec_l1_ball``): a uniform point of the simplex (sorted
+    uniforms' gaps) scaled to the ℓ₁ radius ``2γ``, random signs, added to ``center`` and
+    clamped at 0 (``Σ p = 1`` is not restored; the rates are ratios, invariant to scale).
+    The maximum of a rate over them is a lower bound on its maximum over the ball.
+
+    Example:
+        >>> c = torch.tensor([0.5, 0.5, 0.0])
+        >>> p = sample_tv_ball(c, 0.1, 4, torch.Generator().manual_seed(0))
+        >>> p.shape, bool((p >= 0).all()), bool(((p - c).abs().sum(1) <= 0.2 + 1e-12).all())
+        (torch.Size([4, 3]), True, True)
+    """
+    n = center.shape[0]
+    cuts = torch.rand(samples, n - 1, generator=generator, dtype=torch.float64).sort(1).values
+    edges = torch.cat([torch.zeros(samples, 1, dtype=torch.float64), cuts,
+                       torch.ones(samples, 1, dtype=torch.float64)], 1)
+    signs = torch.randint(0, 2, (samples, n), generator=generator).double() * 2 - 1
+    step = edges.diff(dim=1) * (2.0 * float(gamma)) * signs
+    return (center.double() + step).clamp_min(0.0)
+
+
 def robust_values(constraints: Mapping[str, Constraint], attribute: str, gamma: Sequence[float],
                   scores: torch.Tensor, labels: torch.Tensor,
                   groups: Mapping[str, torch.Tensor], names: Mapping[str, Sequence[str]],
-                  mixture_weights: torch.Tensor | None = None) -> dict[str, float | None]:
+                  mixture_weights: torch.Tensor | None = None,
+                  samples: Mapping[int, torch.Tensor] | None = None) -> dict[str, float | None]:
     """The exact TV-ball maximum of each ``<=`` constraint's ``g`` on a split (``None`` for a
     constraint this evaluation does not cover: non-affine, or two rates of one noisy group on
     different subsets). ``gamma[j]`` is the TV radius of noisy group ``j``; ``scores`` and
-    ``mixture_weights`` as in :func:`rate_vectors`.
+    ``mixture_weights`` as in :func:`rate_vectors`. With ``samples`` (``{code: [K, n]}``, e.g.
+    :func:`sample_tv_ball`'s), each group's worst case is the largest over those ``K``
+    distributions instead (paper 004's code's lower bound).
 
     Example:
         >>> from fairgames.rates import group, true_positive_rate
@@ -177,7 +203,7 @@ def robust_values(constraints: Mapping[str, Constraint], attribute: str, gamma: 
             continue
         try:
             out[name] = _worst(expr.affine, attribute, gamma, scores, labels, groups, names,
-                               mixture_weights, codes)
+                               mixture_weights, codes, samples)
         except ValueError:     # a rate it does not cover (baseline events, empty subsets)
             out[name] = None
     return out
@@ -186,7 +212,8 @@ def robust_values(constraints: Mapping[str, Constraint], attribute: str, gamma: 
 def _worst(form: Any, attribute: str, gamma: Sequence[float], scores: torch.Tensor,
            labels: torch.Tensor, groups: Mapping[str, torch.Tensor],
            names: Mapping[str, Sequence[str]], mixture_weights: torch.Tensor | None,
-           codes: torch.Tensor) -> float | None:
+           codes: torch.Tensor, samples: Mapping[int, torch.Tensor] | None = None
+           ) -> float | None:
     """The worst case of the affine form ``c₀ + Σ c_k R_k`` (each noisy group's rates pushed
     by its own adversary)."""
     total = form.constant
@@ -208,5 +235,18 @@ def _worst(form: Any, attribute: str, gamma: Sequence[float], scores: torch.Tens
         center = (codes == code).double()
         if not float(center.sum()) > 0:
             raise ValueError("an empty noisy group")
-        total += float(tv_extreme_ratio(u, w, center / center.sum(), float(gamma[code])))
+        if samples is None:
+            total += float(tv_extreme_ratio(u, w, center / center.sum(), float(gamma[code])))
+        else:
+            total += _sampled_max(u, w, samples[code])
     return total
+
+
+def _sampled_max(u: torch.Tensor, w: torch.Tensor, points: torch.Tensor) -> float:
+    """``max_k u·p_k / w·p_k`` over the rows ``p_k`` of ``points`` where the rate is defined."""
+    p = points.double()
+    num, den = p @ u.double(), p @ w.double()
+    ok = den > 1e-15
+    if not bool(ok.any()):
+        raise ValueError("no sampled distribution puts mass on the rate's subset")
+    return float((num[ok] / den[ok]).max())

@@ -142,7 +142,8 @@ class SnapshotSettings:
     (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded uniform
     sample of all snapshots, or ``"uniform_stride"``, evenly spaced), each at a ``"random"``
     step of its window of ``every`` steps (so a cycling game is seen in every phase) or the
-    ``"fixed"`` last one.
+    ``"fixed"`` last one. ``extra``: another module whose state is snapshotted at the same
+    steps by a recorder of its own (the DRO adversary's p̃ for ``robust.select=played``).
 
     Example:
         >>> SnapshotSettings(every=5, max_kept=4).strategy, SnapshotSettings().offset
@@ -153,6 +154,7 @@ class SnapshotSettings:
     max_kept: int = 100
     strategy: str = "reservoir"
     offset: str = "random"
+    extra: torch.nn.Module | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,10 @@ class Engine:
         self.snapshots = SnapshotRecorder(model, snapshots.every, snapshots.max_kept,
                                           snapshots.strategy, seed=batches.seed,
                                           offset=snapshots.offset)
+        # the same seed and calls: its snapshots are of the same steps as the model's
+        self.extra_snapshots = None if snapshots.extra is None else SnapshotRecorder(
+            snapshots.extra, snapshots.every, snapshots.max_kept, snapshots.strategy,
+            seed=batches.seed, offset=snapshots.offset)
         self.history: list[dict[str, Any]] = []
         self.step = 0
         # the checkpoint holding the current state, so that one step is never written twice
@@ -319,6 +325,8 @@ class Engine:
             self._last = (x, fields)
         self.step += 1
         self.snapshots.step()
+        if self.extra_snapshots is not None:
+            self.extra_snapshots.step()
 
     def next_index(self) -> torch.Tensor | None:
         """This rank's rows of the next minibatch (``None``: the full batch)."""
@@ -527,6 +535,8 @@ class Engine:
             "heldout_sampler": (self.heldout_sampler.state_dict()
                                 if self.heldout_sampler is not None else None),
             "snapshots": self.snapshots.state_dict(),
+            "extra_snapshots": (self.extra_snapshots.state_dict()
+                                if self.extra_snapshots is not None else None),
             "history": self.history,
             "early_stop": (self.early_stop.state_dict() if self.early_stop is not None
                            else None),
@@ -573,6 +583,12 @@ class Engine:
         if self.heldout_sampler is not None:
             self.heldout_sampler.load_state_dict(held)
         self.snapshots.load_state_dict(state["snapshots"])
+        if self.extra_snapshots is not None:
+            if state.get("extra_snapshots") is None:
+                raise ValueError("the checkpoint holds no snapshots of the extra state this "
+                                 "run records (robust.select=played): resume with the "
+                                 "setting it was trained with, or start afresh")
+            self.extra_snapshots.load_state_dict(state["extra_snapshots"])
         self.history = list(state["history"])
         if self.early_stop is not None and state.get("early_stop") is not None:
             self.early_stop.load_state_dict(state["early_stop"])

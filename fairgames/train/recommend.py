@@ -50,6 +50,7 @@ from fairgames.game.solutions import StochasticModel, best_iterate, model_state,
 
 from .config import TrainerConfig
 from .evaluation import SolutionEvaluator
+from .robust_select import RobustSelector
 from .solutions import (
     REPAIR_TOLERANCE,
     Candidates,
@@ -158,11 +159,13 @@ def with_final(cands: Candidates) -> tuple[StochasticModel, dict[str, torch.Tens
 
 
 def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig,
-              solved: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]
+              solved: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]],
+              selector: RobustSelector | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], torch.nn.Module]:
     """The recommended solution: its metrics on every split, its ``training.recommended``
     record and the model (a module, or a :class:`StochasticModel` for a mixture).
-    ``solved`` is :func:`~fairgames.train.solutions.evaluate_solutions`'s output."""
+    ``solved`` is :func:`~fairgames.train.solutions.evaluate_solutions`'s output; with a
+    ``selector`` (``robust.select``) the constraint rows on train are its robust values."""
     if trainer.recommend != "auto":
         # the split the solutions were chosen on (train when the selection split could
         # not measure a constraint)
@@ -170,8 +173,12 @@ def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerC
     model, scores, names = with_final(cands)
     ds, base = cands.splits[SPLIT], cands.base(SPLIT)
     objectives, rows = candidate_values(evaluator, ds, scores[SPLIT], base)
-    c = choose(objectives, rows, exact_mixture(evaluator, ds, scores[SPLIT], base))
+    exact = exact_mixture(evaluator, ds, scores[SPLIT], base)
     steps = list(model.steps or [])
+    if selector is not None:
+        rows = selector.rows(evaluator, ds, scores[SPLIT], rows, steps)
+        exact = selector.exact(evaluator, ds, scores[SPLIT], exact, steps)
+    c = choose(objectives, rows, exact)
     kept = c.support
     record = {"solution": c.solution, "rule": "auto", "reason": c.reason, "split": SPLIT,
               "steps": [steps[i] if steps[i] != HELPER_STEP else None for i in kept],

@@ -45,6 +45,7 @@ from fairgames.game.robust import robust_values
 from fairgames.game.stochastic import StochasticModel
 
 from .checks import Checks
+from .robust_select import SELECTS, RobustSelector
 from .robust_soft import noise_model, noise_table, soft_player, soft_values
 
 METHODS = ("none", "dro", "soft_assignments", "soft_assignments_ideal")
@@ -69,7 +70,10 @@ class RobustConfig:
     (``unscaled``: p̃ ascends the constraints themselves, so it moves at λ = 0 | ``scaled``:
     Algorithm 2's λ-weighted step); soft assignments'
     ``projection_iterations`` (Dykstra rounds) and ``timing`` (``before_theta``: Algorithm 4's
-    order W → θ → λ; ``after_theta``: W one step behind); the ideal algorithm's
+    order W → θ → λ; ``after_theta``: W one step behind); ``select``, the constraint values
+    that choose the best iterate and the recommended solution (``noisy`` | ``tv`` |
+    ``tv_sampled`` | ``soft``, :mod:`fairgames.train.robust_select`) and ``select_samples``
+    (``tv_sampled``'s random ``p̃`` per group); the ideal algorithm's
     (``soft_assignments_ideal``, :mod:`fairgames.train.robust_ideal`) ``rounds``,
     ``theta_steps``, ``tau``, ``penalty_radius``, ``multiplier_lr`` and ``radius``."""
 
@@ -89,6 +93,9 @@ class RobustConfig:
     penalty_radius: float | None = IdealSettings.penalty_radius
     multiplier_lr: float | None = IdealSettings.multiplier_lr
     radius: float | None = IdealSettings.radius
+    # the best iterate's constraint values (fairgames.train.robust_select)
+    select: str = "noisy"
+    select_samples: int = 20
 
 
 def check_robust(c: Any, check: Checks) -> None:
@@ -104,6 +111,7 @@ def check_robust(c: Any, check: Checks) -> None:
     check.positive("robust.steps", r.steps, integer=True)
     check.positive("robust.projection_iterations", r.projection_iterations, integer=True)
     check.choice("robust.timing", r.timing, SOFT_TIMINGS)
+    _check_select(r, c, check)
     _check_ideal(r, c, check)
     defaults = RobustConfig()
     for method, keys in OWN_KEYS.items():
@@ -124,6 +132,26 @@ def check_robust(c: Any, check: Checks) -> None:
     if r.name != "none" and c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
         check.bad("algorithm.name", c.algorithm.name, f"robust={r.name} needs a gradient "
                   "θ-player (its adversary moves with θ's steps)")
+
+
+def _check_select(r: Any, c: Any, check: Checks) -> None:
+    """``robust.select``: a rule of :data:`SELECTS`, for a robust method that plays the game
+    (the ideal algorithm picks its own output); ``played`` for DRO on train (its ``p̃`` lives
+    on the training rows); ``select_samples`` for ``tv_sampled`` only."""
+    select, samples = r.get("select", "noisy"), r.get("select_samples", 20)
+    check.choice("robust.select", select, SELECTS)
+    check.positive("robust.select_samples", samples, integer=True)
+    if select != "noisy" and r.name not in ("dro", "soft_assignments"):
+        check.bad("robust.select", select, f"robust={r.name} has no robust constraint to "
+                  "choose by: use robust=dro or robust=soft_assignments, or select=noisy")
+    if select == "played" and r.name != "dro":
+        check.bad("robust.select", select, "the p̃ the DRO adversary played: robust=dro only")
+    if select == "played" and c.trainer.selection_split != "train":
+        check.bad("trainer.selection_split", c.trainer.selection_split, "robust.select=played "
+                  "reads the adversary's p̃ over the training rows: use train")
+    if select != "tv_sampled" and samples != RobustConfig.select_samples:
+        check.bad("robust.select_samples", samples, "read by robust.select=tv_sampled only "
+                  "(drop it)")
 
 
 def _check_ideal(r: Any, c: Any, check: Checks) -> None:
@@ -254,6 +282,26 @@ def _setup(cfg: RobustConfig | None, train: TabularDataset, attribute: str
     # the SA worst case needs the noise model P(G | Ĝ), read off the true groups of train
     b = noise_model(train, attribute) if has_true else None
     return method, gamma, has_true, b
+
+
+def robust_selector(cfg: RobustConfig | None, problem: Problem, splits: DatasetSplits,
+                    attribute: str, seed: int,
+                    played: dict[int, torch.Tensor] | None = None) -> RobustSelector | None:
+    """``robust.select``'s selector (``None``: the noisy-group constraints choose);
+    ``played``: the adversary's ``p̃`` by training step (``select=played``)."""
+    if cfg is None or cfg.select == "noisy":
+        return None
+    setup = _setup(cfg, splits.train, attribute)
+    if setup is None or cfg.name not in ("dro", "soft_assignments"):
+        raise ValueError(f"robust.select={cfg.select} needs robust=dro or soft_assignments")
+    _, gamma, _, b = setup
+    if cfg.select == "soft" and b is None:
+        b = noise_model(splits.train, attribute)    # raises with the missing column's name
+    if cfg.select == "played" and played is None:
+        raise ValueError("robust.select=played needs the adversary's p̃ recorded at the "
+                         "snapshots (the engine's SnapshotSettings.extra)")
+    return RobustSelector(cfg.select, problem, attribute, gamma, b, cfg.select_samples, seed,
+                          played)
 
 
 def robust_log(cfg: RobustConfig | None, problem: Problem, evaluator: Any,

@@ -122,8 +122,9 @@ from .report import (
     validate_results,
 )
 from .resume import RESUME_FREE, resumed_config
-from .robust import RobustConfig, robust_log, robust_players, robust_report
+from .robust import RobustConfig, robust_log, robust_players, robust_report, robust_selector
 from .robust_ideal import IDEAL, ideal_candidates, ideal_record, ideal_settings, play_ideal
+from .robust_select import PlayedState
 from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
@@ -910,7 +911,11 @@ def _make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
         snapshots=SnapshotSettings(every=trainer.snapshot_every,
                                    max_kept=trainer.max_snapshots,
                                    strategy=trainer.snapshot_strategy,
-                                   offset=trainer.snapshot_offset),
+                                   offset=trainer.snapshot_offset,
+                                   # robust.select=played: the adversary's p̃ at those steps
+                                   extra=(PlayedState(copt.player("dro"))
+                                          if inputs.robust is not None
+                                          and inputs.robust.select == "played" else None)),
         checkpoints=CheckpointSettings(every=trainer.checkpoint_every, run_dir=run_dir,
                                        on_save=add_run_state),
         parallel=wrap(model, inputs.parallel) if inputs.parallel is not None else None,
@@ -1007,8 +1012,23 @@ def _report(ctx: RunContext, helpers: Helpers, built: RunProblem, game: Game) ->
         write_outputs(run_dir, out, built.statements, game.engine, solutions,
                       inputs.model.config, game.copt, game.logger, trainer)
 
-    out = _finish(ctx, helpers.baselines, built, evaluator, candidates, training, write)
+    out = _finish(ctx, helpers.baselines, built, evaluator, candidates, training, write,
+                  played_steps(game.engine, game.copt))
     return RunResult(inputs.run_dir, out, game.model, game.engine, extras=ctx.extras)
+
+
+def played_steps(engine: Engine, copt: ConstrainedOptimizer) -> dict[int, torch.Tensor] | None:
+    """``robust.select=played``: the adversary's ``p̃`` by training step, at every kept
+    snapshot and at the final step (``None`` when the run does not record them)."""
+    rec = engine.extra_snapshots
+    if rec is None:
+        return None
+    if rec.steps != engine.snapshots.steps:
+        raise RuntimeError(f"the adversary's snapshots (steps {rec.steps}) are not the "
+                           f"model's ({engine.snapshots.steps})")
+    played = dict(zip(rec.steps, rec.stacked()["p"], strict=True)) if len(rec) else {}
+    played[engine.step] = copt.player("dro").p.detach().clone()
+    return played
 
 
 def _evaluator(ctx: RunContext, built: RunProblem, model: torch.nn.Module
@@ -1022,17 +1042,20 @@ def _evaluator(ctx: RunContext, built: RunProblem, model: torch.nn.Module
 def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built: RunProblem,
             evaluator: SolutionEvaluator, candidates: Candidates,
             training: Callable[[Mapping[str, Any]], dict[str, Any]],
-            write: Callable[[Path, dict[str, Any], Mapping[str, Any]], None]
-            ) -> dict[str, Any]:
+            write: Callable[[Path, dict[str, Any], Mapping[str, Any]], None],
+            played: dict[int, torch.Tensor] | None = None) -> dict[str, Any]:
     """The candidates' solutions and the recommended one evaluated, the constraints'
     intervals and the verdict, ``results.json`` validated and (with a run directory)
     written by ``write``; returns ``results.json``'s content."""
     inputs, splits, constraints = ctx.inputs, ctx.splits, built.constraints
     trainer, device = inputs.trainer, inputs.device
-    results, choice, solutions = evaluate_solutions(candidates, evaluator, trainer)
+    # robust.select: the robust constraint values choose (paper 004's best iterate by (3)/(7))
+    selector = robust_selector(inputs.robust, built.problem, splits, inputs.protected,
+                               inputs.seed, played)
+    results, choice, solutions = evaluate_solutions(candidates, evaluator, trainer, selector)
     (results["recommended"], choice["recommended"],
      solutions["recommended"]) = recommend(candidates, evaluator, trainer,
-                                           (results, choice, solutions))
+                                           (results, choice, solutions), selector)
     ctx.extras["solutions"] = solutions
     record = training(choice)
     started = time.perf_counter()
@@ -1051,6 +1074,8 @@ def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built
     robust = robust_report(inputs.robust, built.problem, evaluator, solutions["recommended"],
                            splits, inputs.protected, trainer.eval_chunk)
     if robust is not None:        # paper 004: true / noisy / robust violations per split
+        robust["selection"] = (selector.record() if selector is not None else
+                               {"rule": "noisy", "samples": None, "seed": None})
         out["robust"] = clean_numbers(robust)
     if splits.metadata.get("crossed"):  # group_cross: cells kept, dropped, empty per split
         out["crossed_groups"] = splits.metadata["crossed"]

@@ -40,6 +40,7 @@ from .config import TrainerConfig
 from .data import predict_scores
 from .engine import Engine
 from .evaluation import SolutionEvaluator, empty_subsets
+from .robust_select import RobustSelector
 
 REPAIR_STEPS = 20   # the segment from the LP mixture to the best iterate, in 1/20ths
 # The LP mixture is evaluated with float32 mixture weights: a mixture the LP put exactly on a
@@ -124,6 +125,8 @@ def score_candidates(engine: Engine, splits: DatasetSplits,
     recorder = engine.snapshots
     if len(recorder) == 0:      # fewer steps than snapshot_every: the final model is the one
         recorder.offer()
+        if engine.extra_snapshots is not None:
+            engine.extra_snapshots.offer()
     mixture = recorder.to_stochastic_model(template=model)
     chunk = trainer.eval_chunk
     scores = {name: predict_scores(mixture, ds.features, chunk) for name, ds in splits.items()}
@@ -200,15 +203,20 @@ def selection_split(evaluator: SolutionEvaluator, splits: Mapping[str, TabularDa
     return "train"
 
 
-def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig
+def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig,
+                       selector: RobustSelector | None = None
                        ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Evaluate the final model, the best iterate and the stochastic model on every split."""
+    """Evaluate the final model, the best iterate and the stochastic model on every split.
+    With a ``selector`` (``robust.select``) the candidates' constraint rows on the selection
+    split are its robust values (paper 004's best iterate by (3) / (7))."""
     mixture, scores, final, base = cands.mixture, cands.scores, cands.final, cands.base
     steps = list(mixture.steps or [])
     # Candidates are compared on the selection split (paper 000 [code]: validation).
     split = selection_split(evaluator, cands.splits, trainer.selection_split)
     ds = cands.splits[split]
     objectives, rows = candidate_values(evaluator, ds, scores[split], base(split))
+    if selector is not None:
+        rows = selector.rows(evaluator, ds, scores[split], rows, steps)
     best = best_iterate(objectives, rows)
     repaired = None
     if trainer.stochastic == "shrunk" and rows and rows[0]:
@@ -217,6 +225,8 @@ def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer:
         # (≤ m + 2 snapshots): evaluate those rows only, not all R.
         support = sorted({i for i, w in enumerate(weights.tolist()) if w > 0} | {best})
         exact = exact_mixture(evaluator, ds, scores[split], base(split), support)
+        if selector is not None:
+            exact = selector.exact(evaluator, ds, scores[split], exact, steps)
         weights, repaired = repair_lp_mixture(weights, best, rows[best], exact)
     else:
         weights = mixture.weights.detach().cpu()
@@ -232,7 +242,8 @@ def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer:
                                                          mixture_weights=q,
                                                          baseline_scores=base(name))
     kept = [i for i, w in enumerate(weights.tolist()) if w > 0]
-    choice = {"best_iterate": {"step": steps[best], "split": split},
+    choice = {"best_iterate": {"step": steps[best], "split": split,
+                               **({} if selector is None else {"constraints": selector.rule})},
               "stochastic": {"kind": trainer.stochastic, "steps": [steps[i] for i in kept],
                              "weights": [float(weights[i]) for i in kept],
                              "moved_towards_best_iterate": repaired}}

@@ -48,7 +48,7 @@ def test_quick_and_full_runs_play_the_papers_750_steps(rep, monkeypatch, tmp_pat
     class Stop(Exception):
         pass
 
-    def first_cell(data, method, noise, split, steps):
+    def first_cell(data, method, noise, split, steps, selects=("noisy",)):
         raise Stop(steps)
 
     monkeypatch.setattr(rep, "RESULTS", tmp_path)
