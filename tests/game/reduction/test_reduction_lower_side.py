@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from finite_hypotheses import FiniteOracle, finite_problem
 from scipy.optimize import linprog
 
 from fairgames.game.reduction import ParityGame, ReductionConfig, fair_regression, play
@@ -23,41 +24,10 @@ from fairgames.rates.thresholds import threshold_grid, threshold_rates
 N_GRID, EPS, K = 5, 0.05, 12
 
 
-def _problem(seed: int = 0, n: int = 240):
-    g = torch.Generator().manual_seed(seed)
-    codes = (torch.rand(n, generator=g) < 0.4).long()
-    x = torch.randn(n, 2, generator=g, dtype=torch.float64) + codes[:, None] * 2.0
-    y = (0.25 + 0.3 * x[:, 0] + 0.05 * torch.randn(n, generator=g, dtype=torch.float64))
-    w = torch.randn(K, 2, generator=g, dtype=torch.float64) * 0.3
-    b = torch.rand(K, generator=g, dtype=torch.float64)
-    w[0], b[0] = 0.0, 0.5                                    # a constant: feasible
-    w[1], b[1] = torch.tensor([0.3, 0.0], dtype=torch.float64), 0.25
-    return x, y.clamp(0, 1), codes, w, b
-
-
-class SecondBest:
-    """A heuristic Best_h over the finite set: the SECOND best hypothesis at λ by the
-    Eq. 12 form (never the best, as a surrogate-minimising oracle need not be)."""
-
-    def __init__(self, x, w, b):
-        self.w, self.b = w, b
-        self.scores = (x @ w.T + b).T                                       # [K, n]
-
-    def module(self, j: int) -> torch.nn.Module:
-        m = torch.nn.Linear(2, 1).double()
-        with torch.no_grad():
-            m.weight.copy_(self.w[j][None]), m.bias.copy_(self.b[j:j + 1])
-        return m
-
-    def __call__(self, c_lam: torch.Tensor) -> torch.nn.Module:
-        values = torch.stack([predictor_cost(c_lam, s) for s in self.scores])
-        return self.module(int(torch.argsort(values)[1]))
-
-
 class Instance:
     def __init__(self) -> None:
-        self.x, y, self.codes, w, b = _problem()
-        self.oracle = SecondBest(self.x, w, b)
+        self.x, y, self.codes, w, b = finite_problem(k=K)
+        self.oracle = FiniteOracle(self.x, w, b, rank=1)   # second best
         self.sample = Sample.of(self.x, y, self.codes)
         self.c = costs(ABSOLUTE, self.sample.y, N_GRID)
         self.grid = threshold_grid(N_GRID)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from finite_hypotheses import FiniteOracle, finite_problem
 from scipy.optimize import linprog
 
 from fairgames.game.reduction import ParityGame, play
@@ -16,37 +17,6 @@ from fairgames.rates.losses import ABSOLUTE
 from fairgames.rates.thresholds import threshold_grid, threshold_rates
 
 N_GRID, EPS = 5, 0.05
-
-
-def _problem(seed: int = 0, n: int = 240, k: int = 12):
-    g = torch.Generator().manual_seed(seed)
-    codes = (torch.rand(n, generator=g) < 0.4).long()
-    x = torch.randn(n, 2, generator=g, dtype=torch.float64) + codes[:, None] * 2.0
-    y = (0.25 + 0.3 * x[:, 0] + 0.05 * torch.randn(n, generator=g, dtype=torch.float64))
-    y = y.clamp(0, 1)
-    w = torch.randn(k, 2, generator=g, dtype=torch.float64) * 0.3
-    b = torch.rand(k, generator=g, dtype=torch.float64)
-    w[0], b[0] = 0.0, 0.5                     # a constant: the problem is feasible
-    w[1], b[1] = torch.tensor([0.3, 0.0], dtype=torch.float64), 0.25   # the regression
-    return x, y, codes, w, b
-
-
-class FiniteOracle:
-    """Exact Best_h over the finite set: argmin_k Ê[g_λ(Y, A, f_k(X))] (App. F)."""
-
-    def __init__(self, x, w, b):
-        self.x, self.w, self.b = x, w, b
-        self.scores = (x @ w.T + b).T                                   # [K, n]
-
-    def module(self, j: int) -> torch.nn.Module:
-        m = torch.nn.Linear(2, 1).double()
-        with torch.no_grad():
-            m.weight.copy_(self.w[j][None]), m.bias.copy_(self.b[j:j + 1])
-        return m
-
-    def __call__(self, c_lam: torch.Tensor) -> torch.nn.Module:
-        values = torch.stack([predictor_cost(c_lam, s) for s in self.scores])
-        return self.module(int(torch.argmin(values)))
 
 
 def _lp_optimum(cost: np.ndarray, gamma: np.ndarray) -> float:
@@ -64,7 +34,7 @@ class FiniteInstance:
     [K, G, N], the LP optimum over the set, and the game on the sample."""
 
     def __init__(self) -> None:
-        self.x, y, self.codes, w, b = _problem()
+        self.x, y, self.codes, w, b = finite_problem()
         self.oracle = FiniteOracle(self.x, w, b)
         self.sample = Sample.of(self.x, y, self.codes)
         self.grid = threshold_grid(N_GRID)
@@ -111,7 +81,7 @@ def test_the_mixture_is_within_two_nu_of_the_lp_optimum_and_meets_the_violation_
 
 def test_the_exact_oracle_minimises_the_lagrangian_over_the_set():
     # the Eq. 12 form the oracle minimises ranks the set like the direct Lagrangian
-    x, y, codes, w, b = _problem(seed=1)
+    x, y, codes, w, b = finite_problem(seed=1)
     oracle = FiniteOracle(x, w, b)
     sample = Sample.of(x, y, codes)
     game = ParityGame(sample, ABSOLUTE, EPS, oracle, N_GRID)
