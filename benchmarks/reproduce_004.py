@@ -180,6 +180,72 @@ def run_cell(data: str, method: str, noise: float | None, split: int, steps: int
             for rule, (model, step) in models.items()}
 
 
+def parse_tune(text: str) -> dict[str, list[float]]:
+    """``--tune``'s grid: ``name=f,f,...`` per step size, ``;``-separated (multiples of the
+    cell's own step, as ``trainer.tune_grid``).
+
+    Example:
+        >>> parse_tune("robust_lr=0.1,1,10;multiplier_lr=0.5,1")
+        {'robust_lr': [0.1, 1.0, 10.0], 'multiplier_lr': [0.5, 1.0]}
+    """
+    out = {}
+    for part in filter(None, text.split(";")):
+        name, _, factors = part.partition("=")
+        out[name.strip()] = [float(f) for f in factors.split(",")]
+    return out
+
+
+def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: int,
+               tune_grid: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Paper 004's hyper-parameter grid (§2.7, Table 1) for one cell: every combination of
+    ``tune_grid`` run in-process, one job chosen by the library's tuned-run rule
+    (:func:`fairgames.train.tune.choose`: among the jobs meeting the constraints on train,
+    the lowest validation error among those meeting them on validation, the noisy-group
+    constraints for naive / DRO / SA, as the runs' own best iterate). Test never chooses."""
+    import itertools
+
+    from omegaconf import OmegaConf
+    from solved_by_default import compose
+
+    from fairgames.train import run
+    from fairgames.train.data import load_splits
+    from fairgames.train.config import TUNE_STEPS
+    from fairgames.train.tune import candidate_metrics, choose, grid
+
+    base = overrides(data, method, noise, split, steps)
+    wanted = {k: v for k, v in tune_grid.items()
+              if k != "robust_lr" or method in ("dro", "dro_authors", "sa")}
+    if method == "unconstrained":
+        wanted.pop("multiplier_lr", None)
+    full = {name: wanted.get(name, [1.0]) for name in TUNE_STEPS}      # [1]: not swept
+    spec = ",".join(f"{k}:[{','.join(map(str, v))}]" for k, v in full.items())
+    values = grid(compose([*base, f"trainer.tune_grid={{{spec}}}"]))
+    rows, kept = [], []
+    for combo in itertools.product(*values.values()) if values else [()]:
+        settings = dict(zip(values, combo, strict=True))
+        cfg = compose([*base, *(f"{k}={v!r}" for k, v in settings.items())])
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            result = run(cfg, Path(tmp) / "run")
+            seconds = time.perf_counter() - started
+        rows.append({"settings": settings, "seconds": seconds,
+                     **candidate_metrics(result.results)})
+        kept.append((result.recommended, result.results["training"]["best_iterate"]["step"],
+                     result.results.get("robust")))
+    pick, reason = choose(rows)
+    splits = load_splits(OmegaConf.to_container(cfg.data, resolve=True), split)
+    model, step, block = kept[pick]
+    seconds = sum(r["seconds"] for r in rows)
+    for i, r in enumerate(rows):
+        r["chosen"] = i == pick
+        del r["validation_violations"]
+    return {"noisy": {**summarise(data, method, noise, split, steps, splits, model, seconds),
+                      "select": "noisy", "best_step": step,
+                      **({} if block is None else robust_cell(block)),
+                      "tune": {"grid": values, "chosen": rows[pick]["settings"],
+                               "reason": reason, "candidates": rows}}}
+
+
 def robust_cell(block: dict[str, Any]) -> dict[str, Any]:
     """The library's robust values of the run's recommended model on test."""
     t = block["splits"]["test"]
@@ -402,6 +468,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "0.1,0.4)")
     parser.add_argument("--tag", help="results name (reproduce_004[.quick])")
     parser.add_argument("--methods", help=f"methods, comma-separated ({','.join(METHODS)})")
+    parser.add_argument("--tune", help="paper 004's grid (§2.7) per cell, e.g. 'lr=0.1,1,10;"
+                        "multiplier_lr=0.5,1,2,4;robust_lr=0.1,1,10' (multiples of the cell's "
+                        "steps; robust_lr only for DRO / SA): every combination is run and "
+                        "one chosen on validation (fairgames.train.tune.choose)")
     parser.add_argument("--select", help="robust.select rules, comma-separated (noisy, tv, "
                         "tv_sampled, soft): the DRO / SA runs use the first, the others choose "
                         "among the same snapshots; each rule its own results "
@@ -414,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     selects = tuple(args.select.split(",")) if args.select else ("noisy",)
     if "played" in selects[1:]:
         parser.error("--select: played must come first (the run records the adversary's p̃)")
+    tune_grid = parse_tune(args.tune) if args.tune else None
+    if tune_grid and args.select:
+        parser.error("--tune chooses among runs by the noisy rule; leave --select out")
     tags = ({"noisy": tag} if not args.select else
             {rule: f"{tag}.select-{rule}" for rule in selects})
     noises = tuple(float(x) for x in args.noise.split(",")) if args.noise else None
@@ -427,7 +500,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for rule, p in paths.items():
                 cells[rule].append(stored_cell(p, data, split))
             continue
-        made = run_cell(data, method, noise, split, args.steps, selects)
+        made = (tuned_cell(data, method, noise, split, args.steps, tune_grid) if tune_grid
+                else run_cell(data, method, noise, split, args.steps, selects))
         for rule, p in paths.items():
             cell = made.get(rule, made["noisy"] if "noisy" in made else next(iter(made.values())))
             p.parent.mkdir(parents=True, exist_ok=True)

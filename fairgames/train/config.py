@@ -63,7 +63,10 @@ SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
 RECOMMEND = ("auto", "final", "best_iterate", "stochastic")
 TUNE_MODES = ("validation",)
 # trainer.tune_grid's keys: the step sizes a tuned run sweeps, and the config keys they scale.
-TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr"}
+# robust_lr: the robust adversary's step (DRO's η_p̃, soft assignments' η_w; paper 004's
+# Table 1 grid sweeps it beside η_θ and η_λ).
+TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr",
+              "robust_lr": "robust.lr"}
 
 
 class ConfigError(ValueError):
@@ -335,8 +338,8 @@ class TrainerConfig:
       ``results.json`` and the verdict (stratified by group × label; 0: no intervals).
     * ``tune``: ``null`` (one run) or ``validation``: a Hydra multirun on the joblib launcher
       over ``tune_grid`` (``lr``: multiples of ``optimizer.lr``; ``multiplier_lr``: of
-      ``algorithm.multiplier_lr``), picking the job whose deployable solution is best on
-      validation (:mod:`fairgames.train.tune`).
+      ``algorithm.multiplier_lr``; ``robust_lr``: of ``robust.lr``), picking the job whose
+      deployable solution is best on validation (:mod:`fairgames.train.tune`).
     * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
       CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
     * ``early_stop``: end the game at a log interval once the recommendation has settled
@@ -382,7 +385,8 @@ class TrainerConfig:
     bootstrap: int = 1000
     tune: str | None = None
     tune_grid: dict[str, list[float]] = field(
-        default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0]})
+        default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0],
+                                 "robust_lr": [1.0]})
     distributed: bool = False
     compile: bool = False
     early_stop: dict[str, Any] = field(default_factory=lambda: dict(EARLY_STOP_DEFAULTS))
@@ -715,6 +719,11 @@ def _check_trainer_tune(c: DictConfig, check: Checks) -> None:
         check.bad("trainer.tune_grid.multiplier_lr", _plain(lam),
                   f"the {player_label(players['multipliers'])} of algorithm={c.algorithm.name} "
                   "has no step size: set trainer.tune_grid.multiplier_lr=[1] (tune θ's only)")
+    adversary = t.tune_grid.get("robust_lr")
+    if adversary and list(adversary) != [1.0] and c.robust.name == "none":
+        check.bad("trainer.tune_grid.robust_lr", _plain(adversary), "robust=none has no "
+                  "adversary step to sweep: choose robust=dro or robust=soft_assignments, or "
+                  "leave robust_lr out of the grid")
     # Selection must stay honest: validation is what the tuner compares on.
     if t.constraint_split == "validation":
         check.bad("trainer.constraint_split", "validation", "trainer.tune=validation compares "

@@ -1,7 +1,8 @@
 """Model selection on validation: ``trainer.tune=validation`` (a grid of step sizes).
 
 A tuned run sweeps θ's and λ's step sizes (``trainer.tune_grid``: multiples of the run's own
-``optimizer.lr`` and ``algorithm.multiplier_lr``, 3 × 3 by default) as a **Hydra multirun on
+``optimizer.lr`` and ``algorithm.multiplier_lr``, 3 × 3 by default, and of the robust
+adversary's ``robust.lr`` when asked) as a **Hydra multirun on
 the joblib launcher** — the command line re-run with ``-m hydra/launcher=joblib``, every job
 on one torch thread — and keeps the job whose deployable solution is best on the validation
 split by :func:`fairgames.game.best_iterate`'s rule: the lowest validation objective among the

@@ -175,7 +175,8 @@ def test_one_job_entry_points_refuse_tune(compose_cfg):
 
 def test_the_grid_multiplies_the_runs_own_step_sizes(compose_cfg):
     cfg = compose_cfg("trainer.tune=validation", "optimizer.lr=0.02")
-    assert step_sizes(cfg) == {"lr": 0.02, "multiplier_lr": cfg.algorithm.multiplier_lr}
+    assert step_sizes(cfg) == {"lr": 0.02, "multiplier_lr": cfg.algorithm.multiplier_lr,
+                               "robust_lr": cfg.robust.lr}
     lam = cfg.algorithm.multiplier_lr
     assert grid(cfg) == {"optimizer.lr": [0.006, 0.02, 0.06],
                          "algorithm.multiplier_lr": [float(f"{lam * f:.6g}")
@@ -186,6 +187,35 @@ def test_the_grid_multiplies_the_runs_own_step_sizes(compose_cfg):
     assert step_sizes(cfg)["multiplier_lr"] == 0.3
     cfg = compose_cfg("trainer.tune=validation", "trainer.tune_grid.multiplier_lr=[1]")
     assert list(grid(cfg)) == ["optimizer.lr"]        # a multiple of 1 alone is not swept
+
+
+def test_the_grid_sweeps_the_robust_adversarys_step(compose_cfg):
+    # paper 004's Table 1 grid: η_p̃ (DRO) / η_w (soft assignments) beside η_θ and η_λ
+    cfg = compose_cfg("trainer.tune=validation", "data.noise=0.2", "robust=soft_assignments",
+                      "problem=equal_opportunity", "robust.lr=0.02",
+                      "trainer.tune_grid={lr:[1],multiplier_lr:[1],robust_lr:[0.1,1,10]}")
+    validate(cfg)
+    assert grid(cfg) == {"robust.lr": [0.002, 0.02, 0.2]}
+    assert list(grid(compose_cfg("trainer.tune=validation"))) == [
+        "optimizer.lr", "algorithm.multiplier_lr"]      # robust_lr [1] by default: not swept
+    with pytest.raises(ConfigError, match=r"tune_grid.robust_lr=\[0.1, 1.0\]: robust=none has "
+                                          "no adversary step to sweep"):
+        validate(compose_cfg("trainer.tune=validation", "trainer.tune_grid.robust_lr=[0.1,1]"))
+
+
+def test_a_tuned_robust_run_sweeps_the_adversarys_step(tmp_path):
+    run_dir = tmp_path / "run"
+    out = _train("data=synthetic", "data.n=1500", "trainer=smoke", "trainer.steps=20",
+                 "trainer.tensorboard=false", "data.noise=0.2", "problem=equal_opportunity",
+                 "robust=soft_assignments", "robust.lr=0.01", "trainer.tune=validation",
+                 "trainer.tune_grid={lr:[1],multiplier_lr:[1],robust_lr:[0.1,10]}",
+                 f"hydra.run.dir={run_dir}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads((run_dir / "tune.json").read_text())
+    assert record["grid"] == {"robust.lr": [0.001, 0.1]}
+    assert [r["settings"]["robust.lr"] for r in record["candidates"]] == [0.001, 0.1]
+    for job, lr in ((0, 0.001), (1, 0.1)):
+        assert _job_results(run_dir, job)["config"]["robust"]["lr"] == lr
 
 
 def test_sweep_overrides_replace_the_grid_and_the_job_settings():
