@@ -21,7 +21,8 @@ Every run: a linear model, hinge surrogates, the plain Lagrangian (Adam θ at η
 iterate chosen on train with the noisy-group constraints (``trainer.recommend=best_iterate``);
 the group column the run sees (the noisy one; the true one without noise) is a feature
 (``data.include_protected=true``, §3.1: "the noisy group Ĝ is a model feature"). No
-hyper-parameter grid (the paper's final values; §2.7 says they were in the middle of its grid).
+hyper-parameter grid by default (the paper's final values; §2.7 says they were in the middle of
+its grid); ``--tune`` runs a grid per cell and chooses on validation (:func:`tuned_cell`).
 
 Metrics on the test split, from the best iterate's predictions and the TRUE groups, computed
 here with numpy: error, and per group ``j`` its violation ``max`` over its constraints of
@@ -208,8 +209,8 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
     from solved_by_default import compose
 
     from fairgames.train import run
-    from fairgames.train.data import load_splits
     from fairgames.train.config import TUNE_STEPS
+    from fairgames.train.data import load_splits
     from fairgames.train.tune import candidate_metrics, choose, grid
 
     base = overrides(data, method, noise, split, steps)

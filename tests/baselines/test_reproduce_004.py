@@ -152,3 +152,23 @@ def test_paper_004_adult_cells_split_all_rows_at_random(rep):
     (configs/data/adult.yaml's official split once overrode it)."""
     assert rep.expected_rows("adult", 0) == {"train": 29_306, "validation": 9_768, "test": 9_768}
     assert rep.expected_rows("credit", 0) == {"train": 18_000, "validation": 6_000, "test": 6_000}
+
+
+def test_tune_runs_every_combination_and_keeps_the_tuned_run_rules_choice(rep):
+    from fairgames.train.tune import choose
+
+    grid = rep.parse_tune("robust_lr=0.1,10;multiplier_lr=1,2")
+    cell = rep.tuned_cell("credit", "sa", 0.1, 0, 10, grid)["noisy"]
+    rows = cell["tune"]["candidates"]
+    assert cell["tune"]["grid"] == {"algorithm.multiplier_lr": [0.5, 1.0],
+                                    "robust.lr": [0.001, 0.1]}
+    assert [(r["settings"]["algorithm.multiplier_lr"], r["settings"]["robust.lr"])
+            for r in rows] == [(0.5, 0.001), (0.5, 0.1), (1.0, 0.001), (1.0, 0.1)]
+    # the rule's own choice, recomputed from the rows (validation and train only)
+    pick, _ = choose([{**r, "validation_violations": [r["validation_violation"]]} for r in rows])
+    assert [r["chosen"] for r in rows] == [i == pick for i in range(4)]
+    assert cell["tune"]["chosen"] == rows[pick]["settings"]
+    assert cell["steps"] == 10 and 0.0 <= cell["error"] <= 1.0
+    # robust_lr is not swept for a method without an adversary, nor λ's step unconstrained
+    naive = rep.tuned_cell("credit", "naive", 0.1, 0, 5, grid)["noisy"]["tune"]["grid"]
+    assert naive == {"algorithm.multiplier_lr": [0.5, 1.0]}
