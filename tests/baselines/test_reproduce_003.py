@@ -137,6 +137,28 @@ def test_goals_on_hand_made_series(rep):
     assert lr_ls["train_ls_minus_lr"] == pytest.approx({"0.05": 0.03, "0.2": 0.01})
 
 
+def test_full_grid_has_no_direct_cell_at_a_vacuous_tolerance(rep, tmp_path):
+    # the paper code's grids end at ε̂ = 1, which the CLI refuses for direct play (a
+    # difference of rates is < 1); the reduction runs it, and the timing goal compares
+    # the sweeps over the ε̂ both ran
+    from fairgames.problems.errors import ProblemError
+    from fairgames.train import run
+
+    cells = rep.build_cells(["law"], [4], quick=False)
+    direct = [c["eps"] for c in cells if c["method"] == "direct"]
+    assert direct == [e for e in rep.EPS_LAW if e < 1] and max(rep.EPS_LAW) == 1.0
+    assert [c["eps"] for c in cells if c["method"] == "red_ls"] == list(rep.EPS_LAW)
+    with pytest.raises(ProblemError, match=r"must lie in \[0, 1\) .*got 1.0"):
+        run(rep.compose(rep.direct_overrides({"data": "law", "seed": 4, "eps": 1.0})),
+            tmp_path / "run")
+    records = [{"cell": {"data": "adult", "seed": 4, "method": m, "eps": e}, "seconds": t}
+               for m, t in (("direct", 2.0), ("red_lr", 5.0)) for e in (0.1, 0.5)]
+    records.append({"cell": {"data": "adult", "seed": 4, "method": "red_lr", "eps": 1.0},
+                    "seconds": 100.0})
+    g = rep.goal_direct_faster(records, "adult", 4)
+    assert g["seconds"] == {"direct": 4.0, "red_lr": 10.0} and g["passed"]
+
+
 def test_lr_above_ls_inside_the_test_band_is_undecided_not_a_pass(rep):
     """LR's test envelope 0.01 above LS's: a FAIL where the band is 0.001, undecided (still no
     pass) where it is 0.038 (one Adult-2k split); the goal's verdict over data sets says so."""
