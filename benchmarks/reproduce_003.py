@@ -28,11 +28,17 @@ protocol: select on train), then read on test.
 Each cell (data set, seed, method, ε̂) is one JSON file under
 ``results/reproduce_003[.quick].cells/``; a rerun skips the cells already there (resumable).
 Cells that cannot run (FC while ``FairClassification`` is missing) are reported as not run and
-not saved, so a later rerun runs them. Run by hand, not in CI::
+not saved, so a later rerun runs them. The cells run as jobs of a Hydra launcher
+(``--launcher``, default ``joblib`` with ``--jobs`` at a time, one torch thread each;
+``submitit_slurm`` on a cluster, ``--launcher-override hydra.launcher.partition=...``;
+``inline``: this process; :mod:`fairgames.train.launch`), each job saving its own cell. Run by
+hand, not in CI::
 
     python benchmarks/reproduce_003.py --quick              # minutes: *.quick.{json,md,png}
-    python benchmarks/reproduce_003.py                      # the paper's protocol (hours)
+    python benchmarks/reproduce_003.py --jobs 2             # the paper's protocol (hours)
     python benchmarks/reproduce_003.py --only law2k,crime   # some data sets
+    python benchmarks/reproduce_003.py --launcher submitit_slurm --jobs 64 \\
+        --launcher-override hydra.launcher.partition=cpu   # on a cluster
 
 Example (the paper's matrix):
     >>> DATASETS["adult2k"].oracles
@@ -489,27 +495,61 @@ def run_cell(cell: dict[str, Any], mode: str) -> dict[str, Any]:
             "seconds": time.perf_counter() - started, **out}
 
 
-def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str
+def save_cell(cell: dict[str, Any], store: Path, mode: str) -> tuple[str, str | None]:
+    """Run one cell and save its record in ``store`` (one JSON file, written whole); returns
+    its status line and, for a cell that cannot run here, why (nothing is saved then)."""
+    path = store / f"{cell_key(cell)}.json"
+    try:
+        record = run_cell(cell, mode)
+    except NotRun as e:
+        return f"{cell_key(cell)}: not run: {e}", str(e)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(path)
+    return f"{record['key']}: {record['seconds']:.1f} s", None
+
+
+def cell_job(payload: list[Any]) -> list[Any]:
+    """A launcher job (:func:`fairgames.train.launch.launch`): ``[cell, store, mode]`` →
+    :func:`save_cell`'s ``[status, not-run reason]``."""
+    cell, store, mode = payload
+    return list(save_cell(cell, Path(store), mode))
+
+
+def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: str = "inline",
+            jobs: int = 1, overrides: Sequence[str] = ()
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run the cells not yet in ``store`` (one JSON file each); returns (records, not run)."""
+    """Run the cells not yet in ``store`` (one JSON file each, saved by the cell's own job, so
+    a killed run keeps the cells it finished) in this process (``inline``) or as jobs of a
+    Hydra launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.launch`; its
+    sweep under ``<store>.launch/``, not committed); returns (records, not run)."""
     store.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in cells if not (store / f"{cell_key(c)}.json").is_file()]
+    if launcher == "inline":
+        results = [save_cell(c, store, mode) for c in todo]
+    elif todo:
+        from fairgames.train.launch import launch
+
+        print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
+              flush=True)
+        results = launch(f"{Path(__file__).resolve()}:cell_job",
+                         [[c, str(store), mode] for c in todo],
+                         store.with_suffix(".launch"), launcher, jobs, overrides)
+    else:
+        results = []
+    why = {}
+    for cell, (status, reason) in zip(todo, results, strict=True):
+        print(status, flush=True)
+        if reason is not None:
+            why[cell_key(cell)] = reason
     records, missing = [], []
     for cell in cells:
         path = store / f"{cell_key(cell)}.json"
         if path.is_file():
             records.append(json.loads(path.read_text()))
-            continue
-        try:
-            record = run_cell(cell, mode)
-        except NotRun as e:
-            missing.append({"key": cell_key(cell), "cell": cell, "status": f"not run: {e}"})
-            print(f"{cell_key(cell)}: not run: {e}", flush=True)
-            continue
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=1) + "\n")
-        tmp.replace(path)
-        records.append(record)
-        print(f"{record['key']}: {record['seconds']:.1f} s", flush=True)
+        else:
+            missing.append({"key": cell_key(cell), "cell": cell,
+                            "status": f"not run: {why.get(cell_key(cell), 'no record')}"})
     return records, missing
 
 
@@ -945,6 +985,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="also write the report here (default with the default --out: "
                          "docs/reproduce_003.md, the full run's docs/reproduce_003_full.md)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (2-core machine)")
+    ap.add_argument("--launcher", default="joblib",
+                    choices=["inline", "basic", "joblib", "submitit_local", "submitit_slurm"],
+                    help="the Hydra launcher that runs the cells (inline: this process; "
+                         "fairgames.train.launch)")
+    ap.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")
+    ap.add_argument("--launcher-override", action="append", default=[],
+                    help="a Hydra override of the launcher, e.g. hydra.launcher.partition=cpu "
+                         "(repeatable)")
     ap.add_argument("--methods", default=None,
                     help="comma-separated methods to run, e.g. red_ls,red_lr (default: all); "
                          "goals whose cells are missing are left out")
@@ -967,8 +1015,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if wanted - known:
             ap.error(f"--methods: unknown {sorted(wanted - known)}; choose from {sorted(known)}")
         cells = [c for c in cells if c["method"] in wanted]
-    records, missing = run_all(cells,
-                               a.out / f"{stem}.cells", mode)
+    records, missing = run_all(cells, a.out / f"{stem}.cells", mode, a.launcher, a.jobs,
+                               a.launcher_override)
     g = goals(records, a.quick)
     summary = {"quick": a.quick, "datasets": datasets, "seeds": seeds,
                "settings": {"reduction": REDUCTION, "step_size": STEP_SIZE,

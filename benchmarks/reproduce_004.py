@@ -4,7 +4,9 @@ Adult (race white / black / other; equal opportunity, α = 0.05) and Credit (edu
 equalized odds, TPR and FPR, α = 0.03), paper 004's recipes (``data.paper=004``: 0.6/0.2/0.2,
 the data set's split seed = the split index), the noise ``data.noise=γ`` flipped once on all
 rows before the split (``data.noise_seed=0``, as the authors' code). Methods (one CLI run each,
-``fairgames.train.run``, sequentially in-process):
+``fairgames.train.run``; the cells are jobs of a Hydra launcher, ``--launcher`` — default
+``joblib``, ``--jobs`` at a time, one torch thread each; ``submitit_slurm`` on a cluster;
+``inline``: this process —, each job saving its own cell):
 
 * ``unconstrained``: ``problem=error`` on the true groups;
 * ``true_group``: the constraints on the true groups (the oracle; no noise);
@@ -35,7 +37,9 @@ Each cell (data set, method, noise, split) is one JSON file under
 ``results/reproduce_004[.quick].cells/``; a rerun skips the cells there (resumable). Run by hand::
 
     python benchmarks/reproduce_004.py --quick     # 1 split, noise 0.1 and 0.4
-    python benchmarks/reproduce_004.py             # 10 splits, noise 0.1 … 0.5
+    python benchmarks/reproduce_004.py --jobs 2    # 10 splits, noise 0.1 … 0.5
+    python benchmarks/reproduce_004.py --launcher submitit_slurm --jobs 64 \\
+        --launcher-override hydra.launcher.partition=cpu      # the same on a cluster
     python benchmarks/reproduce_004.py --splits 1 --tag reproduce_004.split0   # 1 split, all noise
 
 Example:
@@ -477,6 +481,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "tv_sampled, soft): the DRO / SA runs use the first, the others choose "
                         "among the same snapshots; each rule its own results "
                         "<tag>.select-<rule> (default: noisy, the results <tag>)")
+    parser.add_argument("--launcher", default="joblib",
+                        choices=["inline", "basic", "joblib", "submitit_local", "submitit_slurm"],
+                        help="the Hydra launcher that runs the cells (inline: this process; "
+                        "fairgames.train.launch)")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")
+    parser.add_argument("--launcher-override", action="append", default=[],
+                        help="a Hydra override of the launcher, e.g. "
+                        "hydra.launcher.partition=cpu (repeatable)")
     args = parser.parse_args(argv)
     import sys
 
@@ -493,26 +505,67 @@ def main(argv: Sequence[str] | None = None) -> None:
     noises = tuple(float(x) for x in args.noise.split(",")) if args.noise else None
     only = args.only.split(",") if args.only else None
     methods = args.methods.split(",") if args.methods else None
-    cells: dict[str, list[dict[str, Any]]] = {rule: [] for rule in selects}
+    todo, order = [], []
     for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
         paths = {rule: RESULTS / f"{tags[rule]}.cells" / f"{data}_{method}_{noise or 0}_{split}"
                  f".json" for rule in selects}
-        if all(p.exists() for p in paths.values()):
-            for rule, p in paths.items():
-                cells[rule].append(stored_cell(p, data, split))
-            continue
-        made = (tuned_cell(data, method, noise, split, args.steps, tune_grid) if tune_grid
-                else run_cell(data, method, noise, split, args.steps, selects))
+        order.append((data, split, paths))
+        if not all(p.exists() for p in paths.values()):
+            todo.append({"data": data, "method": method, "noise": noise, "split": split,
+                         "steps": args.steps, "selects": list(selects), "tune": tune_grid,
+                         "paths": {rule: str(p) for rule, p in paths.items()}})
+    run_jobs(todo, args.launcher, args.jobs, args.launcher_override,
+             RESULTS / f"{tag}.launch")
+    cells: dict[str, list[dict[str, Any]]] = {rule: [] for rule in selects}
+    for data, split, paths in order:
         for rule, p in paths.items():
-            cell = made.get(rule, made["noisy"] if "noisy" in made else next(iter(made.values())))
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps(cell, indent=1) + "\n")
-            cells[rule].append(cell)
-            print(f"{data} {method} noise={noise} split={split} select={rule}: error "
-                  f"{cell['error']:.4f}, true max {max(cell['true'].values()):.4f} "
-                  f"({cell['seconds']:.0f} s)", flush=True)
+            cells[rule].append(stored_cell(p, data, split))
     for rule in selects:
         write_summary(cells[rule], args.steps, tags[rule])
+
+
+def save_cell(job: dict[str, Any]) -> list[str]:
+    """Run one cell (:func:`tuned_cell` or :func:`run_cell`) and write its record per rule to
+    ``job["paths"]``; returns the status lines. A launcher job (:func:`run_jobs`) too."""
+    import sys
+
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))          # solved_by_default.compose, in a job too
+    args = (job["data"], job["method"], job["noise"], job["split"], job["steps"])
+    made = (tuned_cell(*args, job["tune"]) if job["tune"]
+            else run_cell(*args, tuple(job["selects"])))
+    lines = []
+    for rule, path in job["paths"].items():
+        cell = made.get(rule, made["noisy"] if "noisy" in made else next(iter(made.values())))
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cell, indent=1) + "\n")
+        tmp.replace(p)
+        lines.append(f"{job['data']} {job['method']} noise={job['noise']} split={job['split']} "
+                     f"select={rule}: error {cell['error']:.4f}, true max "
+                     f"{max(cell['true'].values()):.4f} ({cell['seconds']:.0f} s)")
+    return lines
+
+
+def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
+             overrides: Sequence[str], work_dir: Path) -> None:
+    """The cells not yet saved, in this process (``inline``) or as jobs of a Hydra launcher
+    (:mod:`fairgames.train.launch`, its sweep under ``work_dir``), each job saving its own
+    cell: a killed run keeps the cells it finished."""
+    if not todo:
+        return
+    if launcher == "inline":
+        for job in todo:
+            print("\n".join(save_cell(job)), flush=True)
+        return
+    from fairgames.train.launch import launch
+
+    print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
+          flush=True)
+    for lines in launch(f"{Path(__file__).resolve()}:save_cell", list(todo), work_dir,
+                        launcher, jobs, overrides):
+        print("\n".join(lines), flush=True)
 
 
 def write_summary(cells: Sequence[dict[str, Any]], steps: int, tag: str) -> None:

@@ -240,11 +240,29 @@ def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
     assert [r["key"] for r in again] == [r["key"] for r in records]
 
 
+def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, tmp_path):
+    cells = [c for c in rep.build_cells(["law2k"], [4], quick=True)
+             if c["method"] in ("unconstrained", "seo_paper", "seo_code")]
+    launched, none = rep.run_all(cells, tmp_path / "a.cells", "quick", "joblib", 2)
+    inline, _ = rep.run_all(cells, tmp_path / "b.cells", "quick")
+    assert none == [] and len(launched) == 3
+    for a, b in zip(launched, inline, strict=True):
+        assert a["key"] == b["key"] and a["points"] == b["points"]
+    # each job saved its own cell; Hydra's sweep sits beside the cells, one directory a job
+    assert sorted(p.stem for p in (tmp_path / "a.cells").glob("*.json")) == sorted(
+        r["key"] for r in inline)
+    assert len(list((tmp_path / "a.launch").glob("*/jobs/[0-9]*"))) == 3
+    again, _ = rep.run_all(cells, tmp_path / "a.cells", "quick", "joblib", 2)  # resumed
+    assert [r["key"] for r in again] == [r["key"] for r in launched]
+    assert len(list((tmp_path / "a.launch").iterdir())) == 1        # nothing relaunched
+
+
 @pytest.mark.slow
 def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
     monkeypatch.setattr(rep, "EPS_QUICK", (0.1,))
     monkeypatch.setitem(rep.MAX_ITERATIONS, "quick", {"ls": 300, "lr": 300, "cs": 2})
-    summary = rep.main(["--quick", "--only", "law2k", "--out", str(tmp_path)])
+    summary = rep.main(["--quick", "--only", "law2k", "--out", str(tmp_path),
+                        "--launcher", "inline"])     # in this process: the patches hold
     cells = sorted(p.stem for p in (tmp_path / "reproduce_003.quick.cells").glob("*.json"))
     assert cells == sorted(["law2k_s4_unconstrained", "law2k_s4_seo_paper", "law2k_s4_seo_code",
                             "law2k_s4_red_cs_e0.1", "law2k_s4_red_ls_e0.1",

@@ -53,7 +53,7 @@ def test_quick_and_full_runs_play_the_papers_750_steps(rep, monkeypatch, tmp_pat
 
     monkeypatch.setattr(rep, "RESULTS", tmp_path)
     monkeypatch.setattr(rep, "run_cell", first_cell)
-    for argv in (["--quick"], []):
+    for argv in (["--quick", "--launcher", "inline"], ["--launcher", "inline"]):
         with pytest.raises(Stop) as stop:
             rep.main(argv)
         assert stop.value.args == (750,)
@@ -172,3 +172,23 @@ def test_tune_runs_every_combination_and_keeps_the_tuned_run_rules_choice(rep):
     # robust_lr is not swept for a method without an adversary, nor λ's step unconstrained
     naive = rep.tuned_cell("credit", "naive", 0.1, 0, 5, grid)["noisy"]["tune"]["grid"]
     assert naive == {"algorithm.multiplier_lr": [0.5, 1.0]}
+
+
+def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, monkeypatch, tmp_path):
+    import json
+
+    monkeypatch.setattr(rep, "RESULTS", tmp_path)
+    base = ["--only", "credit", "--splits", "1", "--methods", "unconstrained,true_group",
+            "--steps", "5"]
+    rep.main([*base, "--tag", "L", "--launcher", "joblib", "--jobs", "2"])
+    rep.main([*base, "--tag", "I", "--launcher", "inline"])
+    names = ["credit_unconstrained_0_0.json", "credit_true_group_0_0.json"]
+    for name in names:
+        a, b = (json.loads((tmp_path / f"{t}.cells" / name).read_text()) for t in "LI")
+        assert {k: v for k, v in a.items() if k != "seconds"} == {
+            k: v for k, v in b.items() if k != "seconds"}
+    assert len(list((tmp_path / "L.launch").glob("*/jobs/[0-9]*"))) == 2
+    assert json.loads((tmp_path / "L.json").read_text()) == json.loads(
+        (tmp_path / "I.json").read_text())                   # the summaries (no seconds)
+    rep.main([*base, "--tag", "L", "--launcher", "joblib", "--jobs", "2"])    # resumed
+    assert len(list((tmp_path / "L.launch").iterdir())) == 1                  # no new launch
