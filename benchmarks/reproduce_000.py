@@ -102,6 +102,7 @@ PINNED = (
     # the engine's own (the tables choose among the run's solutions themselves)
     "trainer.snapshot_offset=fixed", "trainer.recommend=stochastic",
     "trainer.tune=null", "trainer.tune_grid.lr=[1.0]", "trainer.tune_grid.multiplier_lr=[1.0]",
+    "trainer.tune_grid.robust_lr=[1.0]",
     "trainer.distributed=false", "trainer.compile=false",
     # every step of the paper's budget is played (no early stop; its rule's values pinned)
     "trainer.early_stop.enabled=false", "trainer.early_stop.patience=3",
