@@ -429,6 +429,9 @@ def direct_overrides(cell: dict[str, Any]) -> list[str]:
             "data.split=default",
             f"seed={cell['seed']}", f"data.validation_fraction={DIRECT_VALIDATION}",
             "trainer.selection_split=train", "trainer.progress=false", "trainer.bootstrap=0",
+            # the dense products the committed cells were made with: the CSR path (a speed
+            # default since) rounds differently, and a game's trajectory amplifies that
+            "model.sparse_inputs=off",
             *([f"+data.rows={ds.rows}"] if ds.rows else [])]
 
 

@@ -40,6 +40,7 @@ def test_every_cells_overrides_compose_to_a_valid_config(rep):
         # §3.1: the group column the run sees is a feature (without it Credit's true-group
         # oracle paid 0.009 error over the paper's at 750 steps)
         assert cfg.data.include_protected is True
+        assert cfg.model.sparse_inputs == "off"       # the committed cells' dense products
     assert len(rep.plan(quick=False, only=None)) == 2 * 10 * (2 + 5 * 4)
     assert len(rep.plan(True, ["adult"], splits=1, noises=rep.NOISE)) == 2 + 5 * 4
 
