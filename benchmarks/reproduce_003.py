@@ -977,6 +977,8 @@ def full_run_estimate(records: Sequence[dict[str, Any]]) -> tuple[float, list[st
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from fairgames.train.launch import LAUNCHERS
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="Adult-2k, Law-2k, Crime; 6 ε̂ (CS at one, 3 iterations); 1 seed")
@@ -989,7 +991,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          "docs/reproduce_003.md, the full run's docs/reproduce_003_full.md)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (2-core machine)")
     ap.add_argument("--launcher", default="joblib",
-                    choices=["inline", "basic", "joblib", "submitit_local", "submitit_slurm"],
+                    choices=["inline", *LAUNCHERS],
                     help="the Hydra launcher that runs the cells (inline: this process; "
                          "fairgames.train.launch)")
     ap.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")

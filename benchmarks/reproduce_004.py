@@ -230,7 +230,7 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
     spec = ",".join(f"{k}:[{','.join(map(str, v))}]" for k, v in full.items())
     values = grid(compose([*base, f"trainer.tune_grid={{{spec}}}"]))
     rows, kept = [], []
-    for combo in itertools.product(*values.values()) if values else [()]:
+    for combo in itertools.product(*values.values()):      # one empty combo: nothing swept
         settings = dict(zip(values, combo, strict=True))
         cfg = compose([*base, *(f"{k}={v!r}" for k, v in settings.items())])
         with tempfile.TemporaryDirectory() as tmp:
@@ -468,6 +468,8 @@ def figure(summary: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from fairgames.train.launch import LAUNCHERS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="data sets, comma-separated (adult,credit)")
@@ -486,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "among the same snapshots; each rule its own results "
                         "<tag>.select-<rule> (default: noisy, the results <tag>)")
     parser.add_argument("--launcher", default="joblib",
-                        choices=["inline", "basic", "joblib", "submitit_local", "submitit_slurm"],
+                        choices=["inline", *LAUNCHERS],
                         help="the Hydra launcher that runs the cells (inline: this process; "
                         "fairgames.train.launch)")
     parser.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")
@@ -553,7 +555,7 @@ def save_cell(job: dict[str, Any]) -> list[str]:
 
 
 def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
-             overrides: Sequence[str], work_dir: Path) -> None:
+             launcher_overrides: Sequence[str], work_dir: Path) -> None:
     """The cells not yet saved, in this process (``inline``) or as jobs of a Hydra launcher
     (:mod:`fairgames.train.launch`, its sweep under ``work_dir``), each job saving its own
     cell: a killed run keeps the cells it finished."""
@@ -568,7 +570,7 @@ def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
     print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
           flush=True)
     for lines in launch(f"{Path(__file__).resolve()}:save_cell", list(todo), work_dir,
-                        launcher, jobs, overrides):
+                        launcher, jobs, launcher_overrides):
         print("\n".join(lines), flush=True)
 
 
