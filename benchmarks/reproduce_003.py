@@ -712,12 +712,12 @@ def goal_direct_faster(records: Sequence[dict[str, Any]], key: str, seed: int
     ε̂ (interleaved in one run); the goal is against LR, the oracle matching Adult's loss."""
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
-    mine = [r["cell"] for r in records if r["cell"]["data"] == key and r["cell"]["seed"] == seed]
+    mine = [r for r in records if r["cell"]["data"] == key and r["cell"]["seed"] == seed]
     # the sweeps over the ε̂ direct play ran (it has no cell at ε̂ ≥ 1: build_cells)
-    grid = {c["eps"] for c in mine if c["method"] == "direct"}
-    for r in records:
+    grid = {r["cell"]["eps"] for r in mine if r["cell"]["method"] == "direct"}
+    for r in mine:
         c = r["cell"]
-        if c["data"] == key and c["seed"] == seed and c.get("eps") in grid:
+        if c.get("eps") in grid:
             totals[c["method"]] = totals.get(c["method"], 0.0) + r["seconds"]
             counts[c["method"]] = counts.get(c["method"], 0) + 1
     if "direct" not in totals or counts.get("red_lr") != counts["direct"]:
