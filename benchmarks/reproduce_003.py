@@ -25,8 +25,10 @@ method, ``d√m = dm/(2√m)``); violation band ``sqrt(ln(2/0.05)/(2n))``. The f
 is the lower convex envelope of its points on train (``sweep.lower_envelope``, the paper's
 protocol: select on train), then read on test.
 
-Each cell (data set, seed, method, ε̂) is one JSON file under
-``results/reproduce_003[.quick].cells/``; a rerun skips the cells already there (resumable).
+Each cell (data set, seed, method, ε̂) is one record of the cell store
+``results/reproduce_003[.quick].cells/`` (``benchmarks/cell_archive.py``: compressed JSON Lines
+archives, one per run, and the pending cells of a run not yet packed); a rerun skips the
+cells already there (resumable).
 Cells that cannot run (FC while ``FairClassification`` is missing) are reported as not run and
 not saved, so a later rerun runs them. The cells run as jobs of a Hydra launcher
 (``--launcher``, default ``joblib`` with ``--jobs`` at a time, one torch thread each;
@@ -51,6 +53,7 @@ import argparse
 import functools
 import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -64,6 +67,11 @@ import torch
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
+if str(HERE) not in sys.path:     # imported by file path (tests, launcher jobs)
+    sys.path.insert(0, str(HERE))
+
+from cell_archive import CellStore, write_pending  # noqa: E402
+
 GRID_SIZE = 40            # the paper's N (§6)
 C_LOGISTIC = 5.0          # [code]'s C: p = σ(C(2u − 1))
 CONFIDENCE = 0.05
@@ -499,16 +507,14 @@ def run_cell(cell: dict[str, Any], mode: str) -> dict[str, Any]:
 
 
 def save_cell(cell: dict[str, Any], store: Path, mode: str) -> tuple[str, str | None]:
-    """Run one cell and save its record in ``store`` (one JSON file, written whole); returns
-    its status line and, for a cell that cannot run here, why (nothing is saved then)."""
-    path = store / f"{cell_key(cell)}.json"
+    """Run one cell and save its record as a pending cell of the store in ``store``
+    (:func:`cell_archive.write_pending`, atomic); returns its status line and, for a cell
+    that cannot run here, why (nothing is saved then)."""
     try:
         record = run_cell(cell, mode)
     except NotRun as e:
         return f"{cell_key(cell)}: not run: {e}", str(e)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(path)
+    write_pending(store, record["key"], record)
     return f"{record['key']}: {record['seconds']:.1f} s", None
 
 
@@ -522,24 +528,32 @@ def cell_job(payload: list[Any]) -> list[Any]:
 def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: str = "inline",
             jobs: int = 1, overrides: Sequence[str] = ()
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run the cells not yet in ``store`` (one JSON file each, saved by the cell's own job, so
-    a killed run keeps the cells it finished) in this process (``inline``) or as jobs of a
-    Hydra launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.launch`; its
-    sweep under ``<store>.launch/``, not committed); returns (records, not run)."""
-    store.mkdir(parents=True, exist_ok=True)
-    todo = [c for c in cells if not (store / f"{cell_key(c)}.json").is_file()]
-    if launcher == "inline":
-        results = [save_cell(c, store, mode) for c in todo]
-    elif todo:
-        from fairgames.train.launch import launch
+    """Run the cells not yet in the :class:`cell_archive.CellStore` in ``store`` (its
+    archives, pending and loose records) in this process (``inline``) or as jobs of a Hydra
+    launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.launch`; its sweep
+    under ``<store>.launch/``, not committed). Each cell is saved by its own job, so a killed
+    run keeps the cells it finished; the new cells end in one compressed archive
+    (:meth:`~cell_archive.CellStore.pack`). Returns (records, not run)."""
+    cells_store = CellStore(store)
+    cells_store.pack()                  # a killed run's pending cells, and loose ones
+    todo = [c for c in cells if cell_key(c) not in cells_store]
+    try:
+        if launcher == "inline":
+            results = [save_cell(c, store, mode) for c in todo]
+        elif todo:
+            from fairgames.train.launch import launch
 
-        print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
-              flush=True)
-        results = launch(f"{Path(__file__).resolve()}:cell_job",
-                         [[c, str(store), mode] for c in todo],
-                         store.with_suffix(".launch"), launcher, jobs, overrides)
-    else:
-        results = []
+            print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a "
+                  "time", flush=True)
+            results = launch(f"{Path(__file__).resolve()}:cell_job",
+                             [[c, str(store), mode] for c in todo],
+                             store.with_suffix(".launch"), launcher, jobs, overrides)
+        else:
+            results = []
+    finally:
+        archive = cells_store.pack()
+        if archive is not None:
+            print(f"saved the new cells in {archive}", flush=True)
     why = {}
     for cell, (status, reason) in zip(todo, results, strict=True):
         print(status, flush=True)
@@ -547,9 +561,9 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
             why[cell_key(cell)] = reason
     records, missing = [], []
     for cell in cells:
-        path = store / f"{cell_key(cell)}.json"
-        if path.is_file():
-            records.append(json.loads(path.read_text()))
+        record = cells_store.get(cell_key(cell))
+        if record is not None:
+            records.append(record)
         else:
             missing.append({"key": cell_key(cell), "cell": cell,
                             "status": f"not run: {why.get(cell_key(cell), 'no record')}"})

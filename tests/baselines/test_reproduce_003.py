@@ -233,7 +233,8 @@ def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
         "unconstrained", "fc", "red_cs", "red_ls", "red_lr", "direct"}
     records, missing = rep.run_all(cells, tmp_path, "quick")
     assert calls == keys and [m["key"] for m in missing] == ["adult2k_s4_fc"]
-    assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(set(keys) - {"adult2k_s4_fc"})
+    assert sorted(rep.CellStore(tmp_path).keys()) == sorted(set(keys) - {"adult2k_s4_fc"})
+    assert len(rep.CellStore(tmp_path).archives()) == 1       # the run's cells, packed
     calls.clear()
     again, missing = rep.run_all(cells, tmp_path, "quick")
     assert calls == ["adult2k_s4_fc"] and len(missing) == 1      # only the cell not run
@@ -248,8 +249,9 @@ def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, tmp_path)
     assert none == [] and len(launched) == 3
     for a, b in zip(launched, inline, strict=True):
         assert a["key"] == b["key"] and a["points"] == b["points"]
-    # each job saved its own cell; Hydra's sweep sits beside the cells, one directory a job
-    assert sorted(p.stem for p in (tmp_path / "a.cells").glob("*.json")) == sorted(
+    # each job saved its own cell, packed at the end; Hydra's sweep sits beside the cells,
+    # one directory a job
+    assert sorted(rep.CellStore(tmp_path / "a.cells").keys()) == sorted(
         r["key"] for r in inline)
     assert len(list((tmp_path / "a.launch").glob("*/jobs/[0-9]*"))) == 3
     again, _ = rep.run_all(cells, tmp_path / "a.cells", "quick", "joblib", 2)  # resumed
@@ -263,7 +265,8 @@ def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
     monkeypatch.setitem(rep.MAX_ITERATIONS, "quick", {"ls": 300, "lr": 300, "cs": 2})
     summary = rep.main(["--quick", "--only", "law2k", "--out", str(tmp_path),
                         "--launcher", "inline"])     # in this process: the patches hold
-    cells = sorted(p.stem for p in (tmp_path / "reproduce_003.quick.cells").glob("*.json"))
+    store = rep.CellStore(tmp_path / "reproduce_003.quick.cells")
+    cells = sorted(store.keys())
     assert cells == sorted(["law2k_s4_unconstrained", "law2k_s4_seo_paper", "law2k_s4_seo_code",
                             "law2k_s4_red_cs_e0.1", "law2k_s4_red_ls_e0.1",
                             "law2k_s4_direct_e0.1", "law2k_s4_table1_cs", "law2k_s4_table1_ls"])
@@ -273,8 +276,7 @@ def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
     for fig in ("fig1", "fig2"):
         assert (tmp_path / f"reproduce_003.quick.{fig}.png").read_bytes()[:4] == b"\x89PNG"
     # the unconstrained baseline is the zero of relative loss
-    base = json.loads((tmp_path / "reproduce_003.quick.cells" /
-                       "law2k_s4_unconstrained.json").read_text())["points"][0]
+    base = store.get("law2k_s4_unconstrained")["points"][0]
     assert base["test"]["rel_loss"] == 0.0
 
 
@@ -318,3 +320,19 @@ def test_a_cells_certificate_keeps_its_scope(rep):
     assert isinstance(record["iterations"], float)
     assert record["violation_ok"] and record["objective_ok"]
     assert json.loads(json.dumps(record)) == record
+
+
+@pytest.mark.parametrize("stem", ["reproduce_003", "reproduce_003.quick"])
+def test_committed_summaries_follow_from_their_archived_cells(rep, stem):
+    """benchmarks/results/<stem>.json: the goals' verdicts and figures are those its archived
+    cells give (recomputed here; the cells are the store's compressed archives)."""
+    results = ROOT / "benchmarks" / "results"
+    saved = json.loads((results / f"{stem}.json").read_text())
+    store = rep.CellStore(results / f"{stem}.cells")
+    assert store.archives() and not list(store.directory.glob("*.json"))    # packed
+    cells = rep.build_cells(saved["datasets"], saved["seeds"], saved["quick"])
+    records = [store.get(rep.cell_key(c)) for c in cells]
+    assert all(r is not None for r in records)
+    goals = rep.goals(records, saved["quick"])
+    assert {k: rep.verdict(v) for k, v in goals.items()} == saved["verdicts"]
+    assert json.loads(json.dumps(goals, default=float)) == saved["goals"]
