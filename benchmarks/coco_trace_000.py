@@ -188,6 +188,8 @@ def chosen(result: dict[str, Any], rounds: int, lrs: list[float]) -> dict[str, f
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from fairgames.train.launch import add_launcher_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="+", default=list(rep.DATASETS), choices=rep.DATASETS)
     ap.add_argument("--splits", type=int, default=5)
@@ -197,10 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="L2 penalties of other logistic η whose plug-in classifier is reported")
     ap.add_argument("--cells", type=Path, default=rep.RESULTS / "reproduce_000.cells",
                     help="the Table 3 cells (UncError and baselines) to take bounds from")
-    ap.add_argument("--jobs", type=int, default=2, help="splits at a time")
-    ap.add_argument("--launcher", default="joblib",
-                    choices=("inline", "basic", "joblib", "submitit_local", "submitit_slurm"),
-                    help="the Hydra launcher that runs the splits (inline: this process)")
+    add_launcher_arguments(ap, jobs=2, what="splits", overrides=False)
     ap.add_argument("--work-dir", type=Path, default=rep.ROOT / "runs" / "coco_trace_000",
                     help="where the launcher's jobs keep their logs")
     ap.add_argument("--out", type=Path, default=rep.RESULTS,

@@ -849,6 +849,8 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from fairgames.train.launch import add_launcher_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 split, 200 steps, lrs {0.1, 1}, outputs *.quick.*")
@@ -895,14 +897,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="how the learning rates of Tables 3 and 4 are chosen on "
                              "validation: feasible first, then the objective; or TFCO's rank "
                              "heuristic over every grid point (the authors' experiments.py)")
-    parser.add_argument("--jobs", type=int, default=2, help="cells at a time")
-    parser.add_argument("--launcher", default="joblib",
-                        choices=("inline", "basic", "joblib", "submitit_local",
-                                 "submitit_slurm"),
-                        help="the Hydra launcher that runs the cells (inline: this process)")
-    parser.add_argument("--launcher-override", action="append", default=[],
-                        help="a Hydra override of the launcher, e.g. "
-                             "hydra.launcher.partition=cpu (repeatable)")
+    add_launcher_arguments(parser, jobs=2)
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help="where reproduce_000[.quick].{md,json} and the cells go")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "reproduce_000",

@@ -991,7 +991,7 @@ def full_run_estimate(records: Sequence[dict[str, Any]]) -> tuple[float, list[st
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    from fairgames.train.launch import LAUNCHERS
+    from fairgames.train.launch import add_launcher_arguments
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -1004,14 +1004,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="also write the report here (default with the default --out: "
                          "docs/reproduce_003.md, the full run's docs/reproduce_003_full.md)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (2-core machine)")
-    ap.add_argument("--launcher", default="joblib",
-                    choices=["inline", *LAUNCHERS],
-                    help="the Hydra launcher that runs the cells (inline: this process; "
-                         "fairgames.train.launch)")
-    ap.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")
-    ap.add_argument("--launcher-override", action="append", default=[],
-                    help="a Hydra override of the launcher, e.g. hydra.launcher.partition=cpu "
-                         "(repeatable)")
+    add_launcher_arguments(ap)
     ap.add_argument("--methods", default=None,
                     help="comma-separated methods to run, e.g. red_ls,red_lr (default: all); "
                          "goals whose cells are missing are left out")

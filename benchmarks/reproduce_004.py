@@ -468,7 +468,7 @@ def figure(summary: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from fairgames.train.launch import LAUNCHERS
+    from fairgames.train.launch import add_launcher_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -487,14 +487,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "tv_sampled, soft): the DRO / SA runs use the first, the others choose "
                         "among the same snapshots; each rule its own results "
                         "<tag>.select-<rule> (default: noisy, the results <tag>)")
-    parser.add_argument("--launcher", default="joblib",
-                        choices=["inline", *LAUNCHERS],
-                        help="the Hydra launcher that runs the cells (inline: this process; "
-                        "fairgames.train.launch)")
-    parser.add_argument("--jobs", type=int, default=1, help="cells at a time (one thread each)")
-    parser.add_argument("--launcher-override", action="append", default=[],
-                        help="a Hydra override of the launcher, e.g. "
-                        "hydra.launcher.partition=cpu (repeatable)")
+    add_launcher_arguments(parser)
     args = parser.parse_args(argv)
     import sys
 

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import json
@@ -61,6 +62,33 @@ def check_launcher(name: str) -> None:
     if module is not None and importlib.util.find_spec(module) is None:
         raise LauncherError(f"the {name} launcher is not installed: pip install {package} "
                             "(or pip install 'fairgames[test]', which includes it)")
+
+
+INLINE = "inline"
+"""The scripts' ``--launcher`` value that runs the jobs in the calling process (no launcher)."""
+
+
+def add_launcher_arguments(parser: argparse.ArgumentParser, *, jobs: int = 1,
+                           what: str = "cells", overrides: bool = True) -> None:
+    """A reproduction script's launcher options: ``--launcher`` (:data:`INLINE` or one of
+    :data:`LAUNCHERS`, default ``joblib``), ``--jobs`` (``what`` at a time) and, with
+    ``overrides``, ``--launcher-override`` (repeatable Hydra overrides of the launcher).
+
+    Example:
+        >>> ap = argparse.ArgumentParser()
+        >>> add_launcher_arguments(ap, jobs=2)
+        >>> a = ap.parse_args(["--launcher-override", "hydra.launcher.partition=cpu"])
+        >>> a.launcher, a.jobs, a.launcher_override
+        ('joblib', 2, ['hydra.launcher.partition=cpu'])
+    """
+    parser.add_argument("--jobs", type=int, default=jobs, help=f"{what} at a time")
+    parser.add_argument("--launcher", default="joblib", choices=(INLINE, *LAUNCHERS),
+                        help=f"the Hydra launcher that runs the {what} ({INLINE}: this "
+                             "process; fairgames.train.launch)")
+    if overrides:
+        parser.add_argument("--launcher-override", action="append", default=[],
+                            help="a Hydra override of the launcher, e.g. "
+                                 "hydra.launcher.partition=cpu (repeatable)")
 
 
 def launcher_overrides(name: str, jobs: int) -> list[str]:
