@@ -420,6 +420,15 @@ def run_reduction(cell: dict[str, Any], mode: str, *, grid_size: int = GRID_SIZE
         record["points"] = [point(key, seed, f"eps={cell['eps']:g}", lp.scores,
                                   lp.weights.to(torch.float64), GRID_SIZE)]
         record["reduction"]["lp_members"] = len(lp)
+        # the LP mixture itself (weights and each member's parameters), so that its points
+        # can be read again without rerunning the cell, and its raw (unrounded, clipped)
+        # predictions' point beside the deployed, rounded one: the grid's rounding cost
+        record["reduction"]["lp_mixture"] = {
+            "weights": lp.weights.to(torch.float64).tolist(),
+            "members": {n: t.detach().to(torch.float64).tolist()
+                        for n, t in lp.members.items()}}
+        record["reduction"]["raw_point"] = point(key, seed, f"eps={cell['eps']:g}", lp.scores,
+                                                 lp.weights.to(torch.float64), None)
         record["reduction"]["uniform_point"] = point(key, seed, f"eps={cell['eps']:g}",
                                                      uniform.scores,
                                                      uniform.weights.to(torch.float64),
