@@ -33,8 +33,10 @@ largest mean over the splits, its mean ± the standard deviation (the paper's "�
 the standard error. Also read from ``results.json``: the noisy-group maximum violation and the
 exact robust worst cases (TV ball, soft assignments).
 
-Each cell (data set, method, noise, split) is one JSON file under
-``results/reproduce_004[.quick].cells/``; a rerun skips the cells there (resumable). Run by hand::
+Each cell (data set, method, noise, split; key ``<data>_<method>_<noise>_<split>``) is kept in
+``results/<tag>.cells/`` (``benchmarks/cell_archive.py``: compressed JSON Lines archives, one
+per run, and the pending cells of a run not yet packed); a rerun skips the cells there
+(resumable). Run by hand::
 
     python benchmarks/reproduce_004.py --quick     # 1 split, noise 0.1 and 0.4
     python benchmarks/reproduce_004.py --jobs 2    # 10 splits, noise 0.1 … 0.5
@@ -53,6 +55,7 @@ import argparse
 import functools
 import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -66,6 +69,11 @@ import torch
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
+if str(HERE) not in sys.path:     # imported by file path (tests, launcher jobs)
+    sys.path.insert(0, str(HERE))
+
+from cell_archive import CellStore, write_pending  # noqa: E402
+
 NOISE = (0.1, 0.2, 0.3, 0.4, 0.5)
 METHODS = ("unconstrained", "true_group", "naive", "dro", "dro_authors", "sa")
 ROBUST = ("naive", "dro", "dro_authors", "sa")
@@ -331,14 +339,18 @@ def expected_rows(data: str, split: int) -> dict[str, int]:
     return split_rows(load_splits(OmegaConf.to_container(cfg.data, resolve=True), split))
 
 
-def stored_cell(path: Path, data: str, split: int) -> dict[str, Any]:
-    """A saved cell, refused when it ran on other splits than these overrides make (cells from
-    before the split was pinned record no rows; Adult's ran on the official split)."""
-    cell = json.loads(path.read_text())
+def stored_cell(store: CellStore, key: str, data: str, split: int) -> dict[str, Any]:
+    """A saved cell, refused (naming where it is) when it ran on other splits than these
+    overrides make (cells from before the split was pinned record no rows; Adult's ran on the
+    official split)."""
+    cell = store.get(key)
+    if cell is None:
+        raise SystemExit(f"{store.directory}: no cell {key} (its job failed: see the log)")
     want = expected_rows(data, split)
     if cell.get("rows") != want:
-        raise SystemExit(f"{path}: made on splits of {cell.get('rows', 'unrecorded')} rows, "
-                         f"not this protocol's {want}; move the file away to rerun the cell")
+        raise SystemExit(f"{store.where(key)}: made on splits of "
+                         f"{cell.get('rows', 'unrecorded')} rows, not this protocol's {want}; "
+                         "move the archive (or pending file) away to rerun the cell")
     return cell
 
 
@@ -489,9 +501,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "<tag>.select-<rule> (default: noisy, the results <tag>)")
     add_launcher_arguments(parser)
     args = parser.parse_args(argv)
-    import sys
-
-    sys.path.insert(0, str(HERE))              # solved_by_default.compose
     tag = args.tag or "reproduce_004" + (".quick" if args.quick else "")
     selects = tuple(args.select.split(",")) if args.select else ("noisy",)
     if "played" in selects[1:]:
@@ -504,43 +513,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     noises = tuple(float(x) for x in args.noise.split(",")) if args.noise else None
     only = args.only.split(",") if args.only else None
     methods = args.methods.split(",") if args.methods else None
+    stores = {rule: CellStore(RESULTS / f"{tags[rule]}.cells") for rule in selects}
+    for store in stores.values():
+        store.pack()                    # a killed run's pending cells, and loose ones
     todo, order = [], []
     for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
-        paths = {rule: RESULTS / f"{tags[rule]}.cells" / f"{data}_{method}_{noise or 0}_{split}"
-                 f".json" for rule in selects}
-        order.append((data, split, paths))
-        if not all(p.exists() for p in paths.values()):
+        key = f"{data}_{method}_{noise or 0}_{split}"
+        order.append((data, split, key))
+        if not all(key in store for store in stores.values()):
             todo.append({"data": data, "method": method, "noise": noise, "split": split,
                          "steps": args.steps, "selects": list(selects), "tune": tune_grid,
-                         "paths": {rule: str(p) for rule, p in paths.items()}})
-    run_jobs(todo, args.launcher, args.jobs, args.launcher_override,
-             RESULTS / f"{tag}.launch")
-    cells: dict[str, list[dict[str, Any]]] = {rule: [] for rule in selects}
-    for data, split, paths in order:
-        for rule, p in paths.items():
-            cells[rule].append(stored_cell(p, data, split))
-    for rule in selects:
-        write_summary(cells[rule], args.steps, tags[rule])
+                         "key": key, "stores": {r: str(s.directory) for r, s in stores.items()}})
+    try:
+        run_jobs(todo, args.launcher, args.jobs, args.launcher_override,
+                 RESULTS / f"{tag}.launch")
+    finally:
+        for store in stores.values():
+            if (archive := store.pack()) is not None:
+                print(f"saved the new cells in {archive}", flush=True)
+    for rule, store in stores.items():
+        write_summary([stored_cell(store, key, data, split) for data, split, key in order],
+                      args.steps, tags[rule])
 
 
 def save_cell(job: dict[str, Any]) -> list[str]:
-    """Run one cell (:func:`tuned_cell` or :func:`run_cell`) and write its record per rule to
-    ``job["paths"]``; returns the status lines. A launcher job (:func:`run_jobs`) too."""
-    import sys
-
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))          # solved_by_default.compose, in a job too
+    """Run one cell (:func:`tuned_cell` or :func:`run_cell`) and save its record per rule as a
+    pending cell of that rule's store (``job["stores"]``); returns the status lines. A
+    launcher job (:func:`run_jobs`) too."""
     args = (job["data"], job["method"], job["noise"], job["split"], job["steps"])
     made = (tuned_cell(*args, job["tune"]) if job["tune"]
             else run_cell(*args, tuple(job["selects"])))
     lines = []
-    for rule, path in job["paths"].items():
+    for rule, store in job["stores"].items():
         cell = made.get(rule, made["noisy"] if "noisy" in made else next(iter(made.values())))
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cell, indent=1) + "\n")
-        tmp.replace(p)
+        write_pending(store, job["key"], cell)
         lines.append(f"{job['data']} {job['method']} noise={job['noise']} split={job['split']} "
                      f"select={rule}: error {cell['error']:.4f}, true max "
                      f"{max(cell['true'].values()):.4f} ({cell['seconds']:.0f} s)")

@@ -104,13 +104,13 @@ def test_committed_ten_split_summary_follows_from_its_cells(rep, tmp_path):
     """benchmarks/results/reproduce_004.{json,md}: the full protocol's rows (footnote 3's
     aggregation over the ten splits) and its goal line are those the archived cells give."""
     import json
-    import tarfile
+
+    from cell_archive import CellStore
 
     results = ROOT / "benchmarks" / "results"
-    with tarfile.open(results / "reproduce_004.cells.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    cells = [json.loads(p.read_text())
-             for p in sorted((tmp_path / "reproduce_004.cells").glob("*.json"))]
+    store = CellStore(results / "reproduce_004.cells")
+    assert set(store.archived()) == store.keys()         # every committed cell is archived
+    cells = [store.get(k) for k in sorted(store.keys())]
     planned = {(d, m, n, s) for d, m, n, s in rep.plan(quick=False, only=None)}
     assert {(c["data"], c["method"], c["noise"], c["split"]) for c in cells} == planned
     # every cell ran on the recipe's splits (Adult's first run had the official split)
@@ -135,17 +135,21 @@ def test_committed_ten_split_summary_follows_from_its_cells(rep, tmp_path):
 def test_a_saved_cell_from_other_splits_is_refused_by_name(rep, monkeypatch, tmp_path):
     """Resuming never mixes protocols: a cell whose recorded split sizes are not those the
     overrides give (or that records none, as the cells made before data.split was pinned)
-    stops the run, naming the file."""
-    import json
+    stops the run, naming where it is."""
+    from cell_archive import CellStore, write_pending
 
     monkeypatch.setattr(rep, "expected_rows", lambda data, split: {"train": 6, "validation": 2,
                                                                    "test": 2})
-    good, old = tmp_path / "good.json", tmp_path / "old.json"
-    good.write_text(json.dumps({"rows": {"train": 6, "validation": 2, "test": 2}, "error": 0.1}))
-    old.write_text(json.dumps({"error": 0.1}))
-    assert rep.stored_cell(good, "adult", 0)["error"] == 0.1
-    with pytest.raises(SystemExit, match="old.json.*unrecorded.*move the file away"):
-        rep.stored_cell(old, "adult", 0)
+    write_pending(tmp_path, "good", {"rows": {"train": 6, "validation": 2, "test": 2},
+                                     "error": 0.1})
+    write_pending(tmp_path, "old", {"error": 0.1})
+    store = CellStore(tmp_path)
+    assert rep.stored_cell(store, "good", "adult", 0)["error"] == 0.1
+    with pytest.raises(SystemExit, match="old.json.*unrecorded.*move the archive"):
+        rep.stored_cell(store, "old", "adult", 0)
+    archive = store.pack()
+    with pytest.raises(SystemExit, match=rf"{archive.name}\[old\].*unrecorded"):
+        rep.stored_cell(CellStore(tmp_path), "old", "adult", 0)
 
 
 def test_paper_004_adult_cells_split_all_rows_at_random(rep):
@@ -178,14 +182,15 @@ def test_tune_runs_every_combination_and_keeps_the_tuned_run_rules_choice(rep):
 def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, monkeypatch, tmp_path):
     import json
 
+    from cell_archive import CellStore
+
     monkeypatch.setattr(rep, "RESULTS", tmp_path)
     base = ["--only", "credit", "--splits", "1", "--methods", "unconstrained,true_group",
             "--steps", "5"]
     rep.main([*base, "--tag", "L", "--launcher", "joblib", "--jobs", "2"])
     rep.main([*base, "--tag", "I", "--launcher", "inline"])
-    names = ["credit_unconstrained_0_0.json", "credit_true_group_0_0.json"]
-    for name in names:
-        a, b = (json.loads((tmp_path / f"{t}.cells" / name).read_text()) for t in "LI")
+    for key in ("credit_unconstrained_0_0", "credit_true_group_0_0"):
+        a, b = (CellStore(tmp_path / f"{t}.cells").get(key) for t in "LI")
         assert {k: v for k, v in a.items() if k != "seconds"} == {
             k: v for k, v in b.items() if k != "seconds"}
     assert len(list((tmp_path / "L.launch").glob("*/jobs/[0-9]*"))) == 2
