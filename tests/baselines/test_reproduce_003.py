@@ -137,6 +137,31 @@ def test_goals_on_hand_made_series(rep):
     assert lr_ls["train_ls_minus_lr"] == pytest.approx({"0.05": 0.03, "0.2": 0.01})
 
 
+def test_dominance_over_seo_is_judged_like_for_like(rep):
+    """Rounded mixtures against SEO rounded the same way, raw against raw; rounded against raw
+    (the grid's rounding cost on one side) is reported, not judged."""
+    ours = [_pt((0.05, 0.13), (0.05, 0.03)), _pt((0.2, 0.11), (0.2, 0.01))]  # 0.0233 at 0.1
+    raws = [_pt((0.06, 0.12), (0.06, 0.025)), _pt((0.21, 0.10), (0.21, 0.005))]
+    seo = {**_pt((0.1, 0.0), (0.1, 0.02)), "on_grid": _pt((0.09, 0.0), (0.09, 0.026))}
+    s = {("law", 4, "red_ls"): [{**p, "raw": r} for p, r in zip(ours, raws, strict=True)],
+         ("law", 4, "seo_paper"): [seo]}
+    check = rep.goal_dominates_seo(s, "law", 4)["checks"]["seo_paper"]
+    assert not check["mixed"]["passed"]          # 0.0233 against raw SEO's 0.02
+    # ours rounded at 0.09: 0.03 − 0.02·(0.04/0.15) ≈ 0.0247 ≤ 0.026; raw at 0.1: ≈ 0.0197
+    assert check["deployed"]["ours_rel_loss_at_seo_ks"] == pytest.approx(0.03 - 0.02 * 0.04 / 0.15)
+    assert check["raw"]["ours_rel_loss_at_seo_ks"] == pytest.approx(0.025 - 0.02 * 0.04 / 0.15)
+    assert check["deployed"]["passed"] and check["raw"]["passed"] and check["passed"]
+    # a raw frontier above raw SEO fails the goal, whatever the rounded reading says
+    s[("law", 4, "red_ls")][1] = {**s[("law", 4, "red_ls")][1],
+                                  "raw": _pt((0.21, 0.10), (0.21, 0.02))}
+    check = rep.goal_dominates_seo(s, "law", 4)["checks"]["seo_paper"]
+    assert check["deployed"]["passed"] and not check["raw"]["passed"] and not check["passed"]
+    # a cell without its raw twin: the raw reading is not made (not a pass by default)
+    del s[("law", 4, "red_ls")][0]["raw"]
+    check = rep.goal_dominates_seo(s, "law", 4)["checks"]["seo_paper"]
+    assert "raw" not in check and check["passed"] == check["deployed"]["passed"]
+
+
 def test_full_grid_has_no_direct_cell_at_a_vacuous_tolerance(rep, tmp_path):
     # the paper code's grids end at ε̂ = 1, which the CLI refuses for direct play (a
     # difference of rates is < 1); the reduction runs it, and the timing goal compares
