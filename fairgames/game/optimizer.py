@@ -358,18 +358,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                 loss, true, ratios = self._rates_loss(values, omega, lam)
         else:
             loss, true, ratios = self._rates_loss(values, omega, lam)
-        if self.problem.loss is not None:
-            extra = self.problem.loss(batch.scores, batch)
-            if not isinstance(extra, torch.Tensor) or extra.dim() != 0:
-                raise ValueError("the problem's loss must return a scalar tensor, got "
-                                 f"{getattr(extra, 'shape', type(extra).__name__)}")
-            loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
-        if self._objective_bound is not None:
-            loss = loss + self._objective_bound(batch, omega)
-        for player in self._theta_terms:
-            term = player.theta_term()
-            if term is not None:
-                loss = loss + term
+        loss = self._added_terms(loss, batch, omega)
         if autocast:
             with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
                 rec = self._record(values, true, ratios, loss)
@@ -382,6 +371,24 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             self._pending.add(rec)
         if reduce is not None:
             loss = scale_gradient(loss, self._reduction.world_size)  # type: ignore[union-attr]
+        return loss
+
+    def _added_terms(self, loss: torch.Tensor, batch: Batch, omega: torch.Tensor
+                     ) -> torch.Tensor:
+        """The rates' loss plus the problem's own loss (times ω), the objective's bound and
+        the θ-terms of players that add one."""
+        if self.problem.loss is not None:
+            extra = self.problem.loss(batch.scores, batch)
+            if not isinstance(extra, torch.Tensor) or extra.dim() != 0:
+                raise ValueError("the problem's loss must return a scalar tensor, got "
+                                 f"{getattr(extra, 'shape', type(extra).__name__)}")
+            loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
+        if self._objective_bound is not None:
+            loss = loss + self._objective_bound(batch, omega)
+        for player in self._theta_terms:
+            term = player.theta_term()
+            if term is not None:
+                loss = loss + term
         return loss
 
     @torch.no_grad()

@@ -577,6 +577,17 @@ class RateEvaluator(torch.nn.Module):
 
     def _example_columns(self, plan: _Plan, batch: Batch, dtype: torch.dtype,
                          bounds: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per example, the leaves' value columns ``[B, C]`` (times the soft memberships'
+        products where the plan has soft factors) and the hard cell code ``[B]``."""
+        v = self._value_columns(batch, dtype, bounds)
+        code, soft_w = self._cell_codes(plan, batch, dtype)
+        if soft_w is not None:
+            v = (soft_w[:, :, None] * v[:, None, :]).reshape(batch.size, -1)
+        return v, code
+
+    def _value_columns(self, batch: Batch, dtype: torch.dtype, bounds: bool) -> torch.Tensor:
+        """``[B, C]``: the weight, then per indicator (hit, upper, lower surrogate) and per
+        group loss its value, each times the example's weight (mixtures: their expectation)."""
         b = batch.size
         w = (batch.weights.to(dtype) if batch.weights is not None
              else torch.ones(b, dtype=dtype, device=batch.device))
@@ -615,7 +626,14 @@ class RateEvaluator(torch.nn.Module):
             else:
                 per = loss(scores, batch.labels.to(dtype))
             cols.append(w * per)
-        v = torch.stack(cols, dim=1)  # [B, C]
+        return torch.stack(cols, dim=1)
+
+    @staticmethod
+    def _cell_codes(plan: _Plan, batch: Batch, dtype: torch.dtype
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The hard factors' mixed-radix cell code ``[B]`` and the soft factors' membership
+        products ``[B, S]`` (None without soft factors)."""
+        b = batch.size
         code = torch.zeros(b, dtype=torch.long, device=batch.device)
         soft_w: torch.Tensor | None = None
         for f in plan.factors:
@@ -636,9 +654,7 @@ class RateEvaluator(torch.nn.Module):
             else:
                 x = batch.groups[f.name[6:]].long()
             code = code * f.size + x
-        if soft_w is not None:
-            v = (soft_w[:, :, None] * v[:, None, :]).reshape(b, -1)
-        return v, code
+        return code, soft_w
 
     def _combine(self, plan: _Plan, sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = plan.apply(sums)
