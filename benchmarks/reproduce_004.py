@@ -520,10 +520,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
         key = f"{data}_{method}_{noise or 0}_{split}"
         order.append((data, split, key))
-        if not all(key in store for store in stores.values()):
+        # the rules' stores that lack the cell (an archived record is never written again:
+        # a second, different record of a key — its seconds differ — would be refused)
+        lacking = {r: str(s.directory) for r, s in stores.items() if key not in s}
+        if lacking:
             todo.append({"data": data, "method": method, "noise": noise, "split": split,
                          "steps": args.steps, "selects": list(selects), "tune": tune_grid,
-                         "key": key, "stores": {r: str(s.directory) for r, s in stores.items()}})
+                         "key": key, "stores": lacking})
     try:
         run_jobs(todo, args.launcher, args.jobs, args.launcher_override,
                  RESULTS / f"{tag}.launch")

@@ -198,3 +198,35 @@ def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, monkeypat
         (tmp_path / "I.json").read_text())                   # the summaries (no seconds)
     rep.main([*base, "--tag", "L", "--launcher", "joblib", "--jobs", "2"])    # resumed
     assert len(list((tmp_path / "L.launch").iterdir())) == 1                  # no new launch
+
+
+def test_a_rerun_writes_a_cell_only_to_the_rule_stores_that_lack_it(rep, monkeypatch, tmp_path):
+    """With several robust.select rules, a cell archived under one rule and missing under
+    another is run again and saved under the second only (the first keeps its record; a
+    second, different record of the same key would be refused by the store)."""
+    from cell_archive import CellStore, write_pending
+
+    rows = {"train": 6, "validation": 2, "test": 2}
+    monkeypatch.setattr(rep, "RESULTS", tmp_path)
+    monkeypatch.setattr(rep, "expected_rows", lambda data, split: rows)
+    ran = []
+
+    def fake_cell(data, method, noise, split, steps, selects):
+        ran.append((data, method, selects))
+        return {r: {"rows": rows, "error": 0.2, "true": {"a": 0.0}, "seconds": 2.0}
+                for r in selects}
+
+    monkeypatch.setattr(rep, "run_cell", fake_cell)
+    summaries = {}
+    monkeypatch.setattr(rep, "write_summary",
+                        lambda cells, steps, tag: summaries.__setitem__(tag, cells))
+    old = {"rows": rows, "error": 0.1, "true": {"a": 0.0}, "seconds": 1.0}
+    write_pending(tmp_path / "T.select-noisy.cells", "credit_unconstrained_0_0", old)
+    CellStore(tmp_path / "T.select-noisy.cells").pack()
+    rep.main(["--only", "credit", "--splits", "1", "--methods", "unconstrained", "--steps", "5",
+              "--tag", "T", "--select", "noisy,tv", "--launcher", "inline"])
+    assert ran == [("credit", "unconstrained", ("noisy", "tv"))]
+    assert CellStore(tmp_path / "T.select-noisy.cells").get("credit_unconstrained_0_0") == old
+    assert CellStore(tmp_path / "T.select-tv.cells").get("credit_unconstrained_0_0")["error"] == 0.2
+    assert [c["error"] for c in summaries["T.select-noisy"]] == [0.1]
+    assert [c["error"] for c in summaries["T.select-tv"]] == [0.2]
