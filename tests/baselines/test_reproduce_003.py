@@ -359,3 +359,36 @@ def test_committed_summaries_follow_from_their_archived_cells(rep, stem):
     goals = rep.goals(records, saved["quick"])
     assert {k: rep.verdict(v) for k, v in goals.items()} == saved["verdicts"]
     assert json.loads(json.dumps(goals, default=float)) == saved["goals"]
+
+
+def test_a_large_mixture_is_scored_in_member_chunks_exactly(rep, monkeypatch):
+    """rounded_mixture_point (members scored a chunk at a time) gives point()'s metrics of the
+    whole rounded mixture: loss, relative loss, KS and the grid's disparity."""
+    from fairgames.game.stochastic import StochasticModel
+
+    g = torch.Generator().manual_seed(3)
+    splits = {}
+    for split, n in (("train", 300), ("test", 200)):
+        x = torch.rand(n, 3, generator=g, dtype=torch.float64)
+        codes = (torch.rand(n, generator=g) < 0.3).long()
+        splits[split] = (x, (0.5 * x[:, 0] + 0.3 * codes).clamp(0, 1), codes)
+    monkeypatch.setitem(rep.DATASETS, "syn", rep.DataSet("syn", None, "squared", "g", ("ls",),
+                                                          (0.1,)))
+    monkeypatch.setattr(rep, "data", lambda key, seed: splits)
+    monkeypatch.setattr(rep, "baseline_losses",
+                        lambda key, seed, split: (splits[split][1] - 0.4) ** 2)
+    modules = []
+    for _ in range(13):
+        m = torch.nn.Linear(3, 1).double()
+        torch.nn.init.uniform_(m.weight, -1.0, 1.0, generator=g)
+        torch.nn.init.uniform_(m.bias, -0.2, 0.8, generator=g)
+        modules.append(m)
+    weights = torch.rand(13, generator=g, dtype=torch.float64)
+    weights[4] = 0.0                                   # a member without weight is left out
+    mixture = StochasticModel.from_modules(modules, weights / weights.sum())
+    whole = rep.point("syn", 0, "q", mixture.scores, mixture.weights, rep.GRID_SIZE)
+    chunked = rep.rounded_mixture_point("syn", 0, "q", mixture, chunk=4)
+    for split in ("train", "test"):
+        for name in ("loss", "rel_loss", "rel_loss_ci", "ks", "grid"):
+            assert chunked[split][name] == pytest.approx(whole[split][name], rel=1e-12,
+                                                         abs=1e-12), (split, name)
