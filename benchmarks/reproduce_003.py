@@ -218,14 +218,23 @@ def split_metrics(values: torch.Tensor, weights: torch.Tensor, y: torch.Tensor,
 
     groups = int(codes.max()) + 1
     per = example_losses(values, weights, y, task)
-    out = {"loss": summary_loss(per, task),
-           "ks": ks_disparity(values, codes, groups, member_weights=weights),
-           "grid": threshold_rates(values, codes, groups, threshold_grid(GRID_SIZE),
-                                   member_weights=weights).disparity(),
-           "n": int(y.numel()), "violation_ci": violation_ci(int(y.numel()))}
+    grid = threshold_rates(values, codes, groups, threshold_grid(GRID_SIZE),
+                           member_weights=weights).disparity()
+    return split_summary(per, ks_disparity(values, codes, groups, member_weights=weights),
+                         grid, task, base), per
+
+
+def split_summary(per: torch.Tensor, ks: float, grid: float, task: str,
+                  base: torch.Tensor | None = None) -> dict[str, float]:
+    """A split's metrics from its per-example expected losses ``per`` and its disparities:
+    loss, KS, grid disparity, rows, the violation band and, against the baseline's losses
+    ``base``, the relative loss with its band."""
+    n = int(per.numel())
+    out = {"loss": summary_loss(per, task), "ks": ks, "grid": grid, "n": n,
+           "violation_ci": violation_ci(n)}
     if base is not None:
         out["rel_loss"], out["rel_loss_ci"] = relative_loss(per, base, task)
-    return out, per
+    return out
 
 
 def frontier_indices(points: Sequence[dict[str, Any]]) -> list[int]:
@@ -333,7 +342,9 @@ def rounded_mixture_point(key: str, seed: int, label: str, mixture: Any,
         x, y, codes = data(key, seed)[split]
         groups = int(codes.max()) + 1
         per = torch.zeros(y.numel(), dtype=torch.float64)
-        rates: ThresholdRates | None = None
+        at_groups = torch.zeros(groups, len(grid), dtype=torch.float64)
+        at_all = torch.zeros(len(grid), dtype=torch.float64)
+        group_weight = None
         for start in range(0, len(q_all), chunk):
             keep = torch.zeros_like(q_all)
             keep[start:start + chunk] = q_all[start:start + chunk]
@@ -344,17 +355,13 @@ def rounded_mixture_point(key: str, seed: int, label: str, mixture: Any,
                 values = member_values(mixture.subset(keep).scores(x), GRID_SIZE)
             per += mass * example_losses(values, q, y, task)
             t = threshold_rates(values, codes, groups, grid, member_weights=q)
-            rates = (ThresholdRates(grid, mass * t.groups, mass * t.overall, t.group_weight)
-                     if rates is None else ThresholdRates(
-                         grid, rates.groups + mass * t.groups, rates.overall + mass * t.overall,
-                         rates.group_weight))
-        assert rates is not None
-        metrics = {"loss": summary_loss(per, task), "ks": rates.disparity(),
-                   "grid": rates.disparity(), "n": int(y.numel()),
-                   "violation_ci": violation_ci(int(y.numel()))}
-        metrics["rel_loss"], metrics["rel_loss_ci"] = relative_loss(
-            per, baseline_losses(key, seed, split), task)
-        out[split] = metrics
+            at_groups += mass * t.groups
+            at_all += mass * t.overall
+            group_weight = t.group_weight
+        assert group_weight is not None
+        disparity = ThresholdRates(grid, at_groups, at_all, group_weight).disparity()
+        out[split] = split_summary(per, disparity, disparity, task,
+                                   baseline_losses(key, seed, split))
     return out
 
 

@@ -305,7 +305,7 @@ def test_quick_run_on_one_data_set(rep, tmp_path, monkeypatch):
     assert base["test"]["rel_loss"] == 0.0
 
 
-def test_committed_seed_study_follows_from_its_cells(rep, tmp_path):
+def test_committed_seed_study_follows_from_its_cells(rep):
     """benchmarks/results/reproduce_003.adult2k_seeds.*: the pooled LR-against-LS figures are
     those the committed cells give (recomputed here), and the pooled mean is the numpy mean of
     the seeds' differences."""
