@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -249,3 +250,26 @@ class CellStore:
         for tmp in (self.directory / PENDING).glob(".*.tmp"):   # a killed worker's write
             tmp.unlink()
         return written
+
+    @contextlib.contextmanager
+    def packing(self) -> Iterator[CellStore]:
+        """Around a run that saves cells: pack what a killed run left pending first, and this
+        run's new cells into one archive at the end, even when the run fails (its finished
+        cells are kept); the new archive's name is printed.
+
+        Example:
+            >>> import tempfile
+            >>> store = CellStore(tempfile.mkdtemp())
+            >>> with store.packing():
+            ...     _ = write_pending(store.directory, "k", {"v": 1})
+            saved the new cells in ...
+            >>> len(store.archives()), store.get("k")
+            (1, {'v': 1})
+        """
+        self.pack()
+        try:
+            yield self
+        finally:
+            archive = self.pack()
+            if archive is not None:
+                print(f"saved the new cells in {archive}", flush=True)

@@ -423,9 +423,7 @@ def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: d
     (a killed run's are packed first). ``launcher``: ``inline`` (this process) or a Hydra
     launcher of :mod:`fairgames.train.launch`."""
     how = {"launcher": launcher, "launcher_overrides": launcher_overrides}
-    store = store_of(args)
-    store.pack()
-    try:
+    with store_of(args).packing():
         run_cells(unc_cells, args, jobs, **how)
         unc = {}
         for ds in args["datasets"]:
@@ -434,10 +432,6 @@ def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: d
                 if c is not None:
                     unc[(ds, split)] = c["solutions"]["best_iterate"]["train"]["error"]
         run_cells(rest, args, jobs, unc, **how)
-    finally:
-        archive = store.pack()
-        if archive is not None:
-            print(f"saved the new cells in {archive}", flush=True)
 
 
 # --------------------------------------------------------------------------- selection

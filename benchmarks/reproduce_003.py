@@ -597,9 +597,8 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
     run keeps the cells it finished; the new cells end in one compressed archive
     (:meth:`~cell_archive.CellStore.pack`). Returns (records, not run)."""
     cells_store = CellStore(store)
-    cells_store.pack()                  # a killed run's pending cells, and loose ones
-    todo = [c for c in cells if cell_key(c) not in cells_store]
-    try:
+    with cells_store.packing():
+        todo = [c for c in cells if cell_key(c) not in cells_store]
         if launcher == "inline":
             results = [save_cell(c, store, mode) for c in todo]
         elif todo:
@@ -617,10 +616,6 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
                                  store.with_suffix(".launch"), launcher, jobs, overrides)
         else:
             results = []
-    finally:
-        archive = cells_store.pack()
-        if archive is not None:
-            print(f"saved the new cells in {archive}", flush=True)
     why = {}
     for cell, (status, reason) in zip(todo, results, strict=True):
         print(status, flush=True)

@@ -52,6 +52,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -514,26 +515,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     only = args.only.split(",") if args.only else None
     methods = args.methods.split(",") if args.methods else None
     stores = {rule: CellStore(RESULTS / f"{tags[rule]}.cells") for rule in selects}
-    for store in stores.values():
-        store.pack()                    # a killed run's pending cells, and loose ones
-    todo, order = [], []
-    for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
-        key = f"{data}_{method}_{noise or 0}_{split}"
-        order.append((data, split, key))
-        # the rules' stores that lack the cell (an archived record is never written again:
-        # a second, different record of a key — its seconds differ — would be refused)
-        lacking = {r: str(s.directory) for r, s in stores.items() if key not in s}
-        if lacking:
-            todo.append({"data": data, "method": method, "noise": noise, "split": split,
-                         "steps": args.steps, "selects": list(selects), "tune": tune_grid,
-                         "key": key, "stores": lacking})
-    try:
+    order = []
+    with contextlib.ExitStack() as packing:
+        for store in stores.values():
+            packing.enter_context(store.packing())
+        todo = []
+        for data, method, noise, split in plan(args.quick, only, args.splits, noises, methods):
+            key = f"{data}_{method}_{noise or 0}_{split}"
+            order.append((data, split, key))
+            # the rules' stores that lack the cell (an archived record is never written
+            # again: a second, different record of a key — its seconds differ — is refused)
+            lacking = {r: str(s.directory) for r, s in stores.items() if key not in s}
+            if lacking:
+                todo.append({"data": data, "method": method, "noise": noise, "split": split,
+                             "steps": args.steps, "selects": list(selects),
+                             "tune": tune_grid, "key": key, "stores": lacking})
         run_jobs(todo, args.launcher, args.jobs, args.launcher_override,
                  RESULTS / f"{tag}.launch")
-    finally:
-        for store in stores.values():
-            if (archive := store.pack()) is not None:
-                print(f"saved the new cells in {archive}", flush=True)
     for rule, store in stores.items():
         write_summary([stored_cell(store, key, data, split) for data, split, key in order],
                       args.steps, tags[rule])

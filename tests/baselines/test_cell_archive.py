@@ -111,3 +111,20 @@ def test_conflicting_records_of_one_cell_are_refused(ca, tmp_path):
     assert e.value.path == tmp_path / "other" / "pending" / "a.json"
     with pytest.raises(ValueError):
         ca.write_archive(tmp_path, {})
+
+
+def test_packing_keeps_a_failed_runs_cells_and_a_killed_runs_pending_ones(ca, tmp_path,
+                                                                         capsys):
+    """CellStore.packing: a killed run's pending cell is packed when the next run starts, and
+    the cells a run finished are packed even when it fails."""
+    ca.write_pending(tmp_path, "left", {"v": 0})                 # a killed run's cell
+    store = ca.CellStore(tmp_path)
+    with pytest.raises(RuntimeError, match="job failed"):
+        with store.packing():
+            assert [p.name for p in store.archives()] != []      # packed at the start
+            ca.write_pending(tmp_path, "done", {"v": 1})
+            raise RuntimeError("job failed")
+    assert len(store.archives()) == 2
+    assert not list((tmp_path / "pending").glob("*.json"))
+    assert store.get("left") == {"v": 0} and store.get("done") == {"v": 1}
+    assert f"saved the new cells in {store.archived()['done'][0]}" in capsys.readouterr().out
