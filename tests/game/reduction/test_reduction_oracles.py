@@ -253,3 +253,28 @@ def test_the_library_linear_model_gets_the_closed_form_and_the_cached_fit_equals
     assert not np.allclose(again, expected, atol=1e-3)          # a new target, a new fit
     assert not Fitter(lambda: LinearModel(3, output="unit"), x).linear
     assert not Fitter(lambda: torch.nn.Sequential(torch.nn.Linear(3, 1)), x).linear
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_pair_product_gram_equals_numpys_weighted_gram(seed):
+    """Design.gram through the rows' pair products (one-hot columns, a dense column, empty
+    rows, all-zero columns) equals numpy's aᵀ diag(w) a, and the sparse product's fallback
+    above the budget does too."""
+    from fairgames.game.reduction.fitting import Design, pair_products
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    onehot = np.eye(7)[rng.integers(0, 7, n)] * (rng.random((n, 1)) < 0.9)  # some rows empty
+    a = np.hstack([onehot, rng.normal(size=(n, 1)) * (rng.random((n, 1)) < 0.3),
+                   np.zeros((n, 2))])
+    a[:5] = 0.0
+    w = rng.random(n)
+    reference = a.T @ (a * w[:, None])
+    design = Design(torch.from_numpy(a))
+    assert design.pairs is not None
+    np.testing.assert_allclose(design.gram(torch.from_numpy(w)).numpy(), reference,
+                               rtol=1e-13, atol=1e-13)
+    design.pairs = pair_products(design.csr, budget=10)
+    assert design.pairs is None
+    np.testing.assert_allclose(design.gram(torch.from_numpy(w)).numpy(), reference,
+                               rtol=1e-13, atol=1e-13)
