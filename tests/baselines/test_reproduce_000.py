@@ -3,6 +3,7 @@ compose, selection on validation, the table arithmetic. Fast."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -516,7 +517,36 @@ def test_a_committed_cell_rerun_equals_its_record(rep, key, tmp_path):
     compared = [k for k in COMPARED if k in saved]
     assert compared and all(k in again for k in compared)
     for k in compared:
-        assert again[k] == saved[k], k
+        assert_same_record(again[k], saved[k], k)
+
+
+def assert_same_record(again: object, saved: object, path: str) -> None:
+    """``again`` holds every field of ``saved`` with the same value: numbers to the last
+    few bits (1e-12 relative: an operation reordered in a metric moves a ratio by an ulp),
+    everything else exactly; fields added to the records since (``label_kind``) are allowed."""
+    if isinstance(saved, dict):
+        assert isinstance(again, dict), path
+        for k, v in saved.items():
+            assert k in again, f"{path}/{k} missing"
+            assert_same_record(again[k], v, f"{path}/{k}")
+    elif isinstance(saved, list):
+        assert isinstance(again, list) and len(again) == len(saved), path
+        for i, (a, b) in enumerate(zip(again, saved, strict=True)):
+            assert_same_record(a, b, f"{path}[{i}]")
+    elif isinstance(saved, float) and isinstance(again, float):
+        assert math.isclose(again, saved, rel_tol=1e-12, abs_tol=1e-15), (path, again, saved)
+    else:
+        assert again == saved, (path, again, saved)
+
+
+def test_records_compare_to_the_last_bits_and_allow_added_fields():
+    """The rerun comparison's own rule, on hand-made records."""
+    saved = {"a": [0.1, {"b": 1}], "c": "x"}
+    assert_same_record({"a": [0.1 + 1e-17, {"b": 1}], "c": "x", "new": 2}, saved, "r")
+    for wrong in ({"a": [0.1 + 1e-9, {"b": 1}], "c": "x"}, {"a": [0.1, {"b": 2}], "c": "x"},
+                  {"a": [0.1], "c": "x"}, {"a": [0.1, {"b": 1}]}):
+        with pytest.raises(AssertionError):
+            assert_same_record(wrong, saved, "r")
 
 
 def test_cells_on_a_hydra_launcher_equal_cells_run_inline(rep, tmp_path):
