@@ -53,7 +53,6 @@ import argparse
 import functools
 import json
 import math
-import os
 import sys
 import tempfile
 import time
@@ -61,7 +60,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import torch
@@ -606,14 +604,9 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
 
             print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a "
                   "time", flush=True)
-            # for the jobs' processes, which inherit it: row-sized arrays from mmap, returned
-            # when freed — under glibc's adaptive threshold a capped full-Adult LR cell kept
-            # ~0.3 MB of freed heap an iteration (≈ 6 GB by its 20 000th), 0.04 MB with this
-            fixed = os.environ.get("MALLOC_MMAP_THRESHOLD_", "65536")
-            with mock.patch.dict(os.environ, {"MALLOC_MMAP_THRESHOLD_": fixed}):
-                results = launch(f"{Path(__file__).resolve()}:cell_job",
-                                 [[c, str(store), mode] for c in todo],
-                                 store.with_suffix(".launch"), launcher, jobs, overrides)
+            results = launch(f"{Path(__file__).resolve()}:cell_job",
+                             [[c, str(store), mode] for c in todo],
+                             store.with_suffix(".launch"), launcher, jobs, overrides)
         else:
             results = []
     why = {}

@@ -55,6 +55,8 @@ from torch import nn
 from fairgames.game.players.multipliers import ExponentiatedGradient
 from fairgames.game.stochastic import StochasticModel
 
+from .heap import release_freed_heap
+
 OUTCOMES = ("converged", "infeasible", "max_iterations")
 
 
@@ -252,6 +254,7 @@ def _timed(fn: Callable[[torch.Tensor], nn.Module], lam: torch.Tensor,
 
 
 LOWER_SIDES = ("oracle", "found")
+RELEASE_EVERY = 50   # iterations between returning freed heap to the system (heap.py)
 
 
 def play(game: Game, *, bound: float, gap: float,
@@ -298,6 +301,8 @@ def play(game: Game, *, bound: float, gap: float,
         if last_gap <= gap:
             break
         player.update(g_t.to(torch.float64).cpu())
+        if t % RELEASE_EVERY == 0:
+            release_freed_heap()
     return _result(game, mix, hist, lam_sum / t, seconds,
                    t=t, bound=bound, gap=gap, last_gap=last_gap, dual=dual, scope=lower)
 
