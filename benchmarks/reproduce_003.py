@@ -586,18 +586,23 @@ def cell_job(payload: list[Any]) -> list[Any]:
 
 
 def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: str = "inline",
-            jobs: int = 1, overrides: Sequence[str] = ()
+            jobs: int = 1, overrides: Sequence[str] = (), run: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the cells not yet in the :class:`cell_archive.CellStore` in ``store`` (its
     archives, pending and loose records) in this process (``inline``) or as jobs of a Hydra
     launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.launch`; its sweep
     under ``<store>.launch/``, not committed). Each cell is saved by its own job, so a killed
     run keeps the cells it finished; the new cells end in one compressed archive
-    (:meth:`~cell_archive.CellStore.pack`). Returns (records, not run)."""
+    (:meth:`~cell_archive.CellStore.pack`). ``run=False`` runs none: the records stored so
+    far, the others reported as not run yet. Returns (records, not run)."""
     cells_store = CellStore(store)
+    why: dict[str, str] = {}
     with cells_store.packing():
         todo = [c for c in cells if cell_key(c) not in cells_store]
-        if launcher == "inline":
+        if not run:
+            why = {cell_key(c): "not run yet (--report-only)" for c in todo}
+            todo, results = [], []
+        elif launcher == "inline":
             results = [save_cell(c, store, mode) for c in todo]
         elif todo:
             from fairgames.train.launch import launch
@@ -609,7 +614,6 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
                              store.with_suffix(".launch"), launcher, jobs, overrides)
         else:
             results = []
-    why = {}
     for cell, (status, reason) in zip(todo, results, strict=True):
         print(status, flush=True)
         if reason is not None:
@@ -1120,6 +1124,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--methods", default=None,
                     help="comma-separated methods to run, e.g. red_ls,red_lr (default: all); "
                          "goals whose cells are missing are left out")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run no cell: write the summary from the cells stored so far (a run "
+                         "in progress elsewhere), the others listed as not run yet")
     a = ap.parse_args(argv)
     mode = "quick" if a.quick else "full"
     datasets = list(QUICK_DATASETS if a.quick else DATASETS)
@@ -1140,7 +1147,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             ap.error(f"--methods: unknown {sorted(wanted - known)}; choose from {sorted(known)}")
         cells = [c for c in cells if c["method"] in wanted]
     records, missing = run_all(cells, a.out / f"{stem}.cells", mode, a.launcher, a.jobs,
-                               a.launcher_override)
+                               a.launcher_override, run=not a.report_only)
     g = goals(records, a.quick)
     summary = {"quick": a.quick, "datasets": datasets, "seeds": seeds,
                "settings": {"reduction": REDUCTION, "step_size": STEP_SIZE,

@@ -261,6 +261,10 @@ def test_cells_resume_and_not_run_cells_are_retried(rep, tmp_path, monkeypatch):
     assert sorted(rep.CellStore(tmp_path).keys()) == sorted(set(keys) - {"adult2k_s4_fc"})
     assert len(rep.CellStore(tmp_path).archives()) == 1       # the run's cells, packed
     calls.clear()
+    stored, waiting = rep.run_all(cells, tmp_path, "quick", run=False)   # --report-only
+    assert calls == [] and len(stored) == len(records)
+    assert [(m["key"], m["status"]) for m in waiting] == [
+        ("adult2k_s4_fc", "not run: not run yet (--report-only)")]
     again, missing = rep.run_all(cells, tmp_path, "quick")
     assert calls == ["adult2k_s4_fc"] and len(missing) == 1      # only the cell not run
     assert [r["key"] for r in again] == [r["key"] for r in records]
