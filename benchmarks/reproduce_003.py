@@ -770,11 +770,26 @@ def pooled_over_seeds(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {**seeds, **pooled}
 
 
-def steepness(s: dict, key: str, seed: int) -> float | None:
-    """How much loss the reduction (LS) pays per unit of KS removed: the relative test loss
-    of its lowest-KS train-frontier point as a fraction of the baseline's test loss, over
-    the KS it removes from the unconstrained baseline's."""
-    ls, base = s.get((key, seed, "red_ls")), s.get((key, seed, "unconstrained"))
+def matching_oracle(key: str) -> str:
+    """The reduction's oracle that minimises the task's own loss: LR on a logistic task where
+    the data set runs it, else LS (for the squared loss LR is LS exactly).
+
+    Example:
+        >>> matching_oracle("adult"), matching_oracle("law2k")
+        ('red_lr', 'red_ls')
+    """
+    ds = DATASETS[key]
+    return "red_lr" if ds.task == "logistic" and "lr" in ds.oracles else "red_ls"
+
+
+def steepness(s: dict, key: str, seed: int, method: str | None = None) -> float | None:
+    """How much loss the reduction pays per unit of KS removed: the relative test loss of
+    its lowest-KS train-frontier point as a fraction of the baseline's test loss, over the
+    KS it removes from the unconstrained baseline's. ``method``: the reduction's oracle
+    (default :func:`matching_oracle`; LS on a logistic task charges its mismatch with the
+    loss to the trade-off: full Adult's LS mixture at ε̂ = 1 is 6 % above the baseline)."""
+    ls = s.get((key, seed, method or matching_oracle(key)))
+    base = s.get((key, seed, "unconstrained"))
     if not ls or not base:
         return None
     low = min(frontier(ls), key=lambda p: p["test"]["ks"])
@@ -818,11 +833,17 @@ def goal_direct_faster(records: Sequence[dict[str, Any]], key: str, seed: int
         if c.get("eps") in grid:
             totals[c["method"]] = totals.get(c["method"], 0.0) + r["seconds"]
             counts[c["method"]] = counts.get(c["method"], 0) + 1
-    if "direct" not in totals or counts.get("red_lr") != counts["direct"]:
+    if "direct" not in totals or "red_lr" not in totals:
+        return None
+    partial = counts["red_lr"] < counts["direct"]
+    # a part of LR's sweep (a run in progress) decides only when it alone already took longer
+    # than direct play's whole sweep: the rest can only add to it
+    if partial and totals["red_lr"] <= totals["direct"]:
         return None
     # only whole sweeps compare (--quick runs CS at one ε̂)
     whole = {m: v for m, v in totals.items() if counts[m] == counts["direct"]}
     return {"seconds": totals, "cells": counts, "passed": totals["direct"] < totals["red_lr"],
+            **({"red_lr_partial": True} if partial else {}),
             "direct_faster_than_every_whole_reduction_sweep": all(
                 totals["direct"] < v for m, v in whole.items() if m.startswith("red_"))}
 
@@ -854,8 +875,13 @@ def goals(records: Sequence[dict[str, Any]], quick: bool) -> dict[str, Any]:
     steep = {f"{k}_s{sd}": v for k, sd in keys if (v := steepness(s, k, sd)) is not None}
     crime = [v for k, v in steep.items() if k.startswith("crime_")]
     others = [v for k, v in steep.items() if not k.startswith("crime_")]
-    out["crime_steepest"] = ({"steepness": steep,
-                              "passed": min(crime) > max(others)} if crime and others else {})
+    # beside it, not judged: every data set read through LS (the oracle they all run)
+    ls_only = {f"{k}_s{sd}": v for k, sd in keys
+               if (v := steepness(s, k, sd, "red_ls")) is not None}
+    out["crime_steepest"] = ({"steepness": steep, "oracle": {
+        f"{k}_s{sd}": matching_oracle(k) for k, sd in keys if f"{k}_s{sd}" in steep},
+        "steepness_ls": ls_only, "passed": min(crime) > max(others)}
+        if crime and others else {})
     out["direct_within_0.01_of_reduction_ls"] = {
         f"{k}_s{sd}": g for k, sd in keys if k in (law, "crime", "law", "law2k")
         and (g := goal_direct_near(s, k, sd)) is not None}

@@ -135,6 +135,11 @@ def test_goals_on_hand_made_series(rep):
     assert lr_ls["mean_ls_minus_lr"] == pytest.approx(0.01)
     # train losses at equal ε̂: 0.13 − 0.1 and 0.11 − 0.1
     assert lr_ls["train_ls_minus_lr"] == pytest.approx({"0.05": 0.03, "0.2": 0.01})
+    # Adult's trade-off is read through LR, the oracle of its loss: 0.02 / 0.1 for 0.35
+    # removed (through LS, 0.03 / 0.1)
+    s[("adult", 4, "unconstrained")] = [{**base, "eps": None}]
+    assert rep.steepness(s, "adult", 4) == pytest.approx(0.2 / 0.35)
+    assert rep.steepness(s, "adult", 4, "red_ls") == pytest.approx(0.3 / 0.35)
 
 
 def test_dominance_over_seo_is_judged_like_for_like(rep):
@@ -182,6 +187,12 @@ def test_full_grid_has_no_direct_cell_at_a_vacuous_tolerance(rep, tmp_path):
                     "seconds": 100.0})
     g = rep.goal_direct_faster(records, "adult", 4)
     assert g["seconds"] == {"direct": 4.0, "red_lr": 10.0} and g["passed"]
+    # LR's sweep half run: decided only once its part alone took longer than direct's whole
+    part = [r for r in records if (r["cell"]["method"], r["cell"]["eps"]) != ("red_lr", 0.5)]
+    g = rep.goal_direct_faster(part, "adult", 4)
+    assert g["passed"] and g["red_lr_partial"] and g["cells"] == {"direct": 2, "red_lr": 1}
+    part[2]["seconds"] = 3.0
+    assert rep.goal_direct_faster(part, "adult", 4) is None
 
 
 def test_lr_above_ls_inside_the_test_band_is_undecided_not_a_pass(rep):
