@@ -239,7 +239,7 @@ def test_lr_against_ls_pooled_over_seeds_uses_the_standard_error(rep):
 
 def test_methods_filter_runs_only_the_named_cells(rep, tmp_path, monkeypatch):
     ran = []
-    monkeypatch.setattr(rep, "run_all", lambda cells, *a: (ran.extend(cells), ([], []))[1])
+    monkeypatch.setattr(rep, "run_all", lambda cells, *a, **k: (ran.extend(cells), ([], []))[1])
     monkeypatch.setattr(rep, "goals", lambda *a: {})
     monkeypatch.setattr(rep, "plot", lambda *a: None)
     monkeypatch.setattr(rep, "markdown", lambda *a: "")
