@@ -10,7 +10,6 @@ flat for ≈ 0.2 % of its time (docs/fair_regression.md, "Full Adult").
 
 Example:
     >>> import platform
-from collections.abc import Callable
     >>> release_freed_heap() == (platform.libc_ver()[0] == "glibc")
     True
 """
