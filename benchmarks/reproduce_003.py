@@ -788,11 +788,11 @@ def steepness(s: dict, key: str, seed: int, method: str | None = None) -> float 
     KS it removes from the unconstrained baseline's. ``method``: the reduction's oracle
     (default :func:`matching_oracle`; LS on a logistic task charges its mismatch with the
     loss to the trade-off: full Adult's LS mixture at ε̂ = 1 is 6 % above the baseline)."""
-    ls = s.get((key, seed, method or matching_oracle(key)))
+    points = s.get((key, seed, method or matching_oracle(key)))
     base = s.get((key, seed, "unconstrained"))
-    if not ls or not base:
+    if not points or not base:
         return None
-    low = min(frontier(ls), key=lambda p: p["test"]["ks"])
+    low = min(frontier(points), key=lambda p: p["test"]["ks"])
     b = base[0]["test"]
     removed = b["ks"] - low["test"]["ks"]
     return (low["test"]["rel_loss"] / b["loss"]) / removed if removed > 0 else math.inf
