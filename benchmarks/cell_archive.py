@@ -16,7 +16,8 @@ in the directory (the layout before archives) are read and packed the same way.
 Reading merges every archive and pending file. A key found twice with the same record is one
 cell; with different records it is refused (:class:`CellArchiveError` naming both places):
 no table may depend on which of two runs of a cell is read. To redo cells, use a fresh
-directory, or delete the archive that holds them.
+directory, or :meth:`CellStore.drop` them (their archives are replaced by archives without
+them) and run them again.
 
 Example:
     >>> import tempfile
@@ -37,7 +38,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,33 @@ class CellStore:
             path.unlink()
         for tmp in (self.directory / PENDING).glob(".*.tmp"):   # a killed worker's write
             tmp.unlink()
+        return written
+
+    def drop(self, keys: Iterable[str], now: float | None = None) -> list[Path]:
+        """Remove the cells ``keys`` (a computation that changed: they are then run again):
+        each archive holding one is replaced by a new archive of its other records (none if
+        it held only those), and their pending files are deleted. Returns the new archives.
+
+        Raises:
+            KeyError: for a key no archive or pending file holds (nothing is changed).
+        """
+        keys = set(keys)
+        unknown = keys - self.keys()
+        if unknown:
+            raise KeyError(f"no cell {sorted(unknown)} in {self.directory}")
+        written = []
+        for path in self.archives():
+            records = read_archive(path)
+            if keys.isdisjoint(records):
+                continue
+            kept = {k: v for k, v in records.items() if k not in keys}
+            if kept:
+                written.append(write_archive(self.directory, kept, now))
+            path.unlink()
+            self._archives.pop(path.name, None)
+        for path in self._loose():
+            if path.stem in keys:
+                path.unlink()
         return written
 
     @contextlib.contextmanager

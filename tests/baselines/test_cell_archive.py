@@ -128,3 +128,24 @@ def test_packing_keeps_a_failed_runs_cells_and_a_killed_runs_pending_ones(ca, tm
     assert not list((tmp_path / "pending").glob("*.json"))
     assert store.get("left") == {"v": 0} and store.get("done") == {"v": 1}
     assert f"saved the new cells in {store.archived()['done'][0]}" in capsys.readouterr().out
+
+
+def test_dropped_cells_leave_the_other_records_and_can_be_run_again(ca, tmp_path):
+    store = ca.CellStore(tmp_path)
+    first = ca.write_archive(tmp_path, RECORDS, now=1.7e9)
+    only = ca.write_archive(tmp_path, {"fc_s0": {"v": 1}}, now=1.7e9 + 1)
+    ca.write_pending(tmp_path, "fc_s1", {"v": 2})
+    assert store.keys() == {*RECORDS, "fc_s0", "fc_s1"}
+    with pytest.raises(KeyError, match="no_such"):
+        store.drop(["fc_s0", "no_such"])
+    assert first.exists() and only.exists()                 # a refused drop changes nothing
+    written = store.drop(["unc_law_s0_th0.1", "fc_s0", "fc_s1"], now=1.8e9)
+    assert not first.exists() and not only.exists()          # an emptied archive is removed
+    assert len(written) == 1 and ca.read_archive(written[0]) == {
+        "baselines_law_s0": RECORDS["baselines_law_s0"]}
+    fresh = ca.CellStore(tmp_path)
+    assert fresh.keys() == store.keys() == {"baselines_law_s0"}
+    # the dropped cell, run again with another record, packs without a conflict
+    ca.write_pending(tmp_path, "unc_law_s0_th0.1", {"x": 0.5})
+    fresh.pack()
+    assert ca.CellStore(tmp_path).get("unc_law_s0_th0.1") == {"x": 0.5}

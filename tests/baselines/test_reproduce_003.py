@@ -87,6 +87,33 @@ def test_split_metrics_ks_is_the_mixtures_over_every_value(rep, seed):
     assert metrics["grid"] <= metrics["ks"] + 1e-12
 
 
+def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep):
+    """As the paper's code scores FC (eval.eval_BenchmarkModel): sklearn's log_loss of each
+    grid model's probabilities, and the KS over every distinct probability (the values the
+    cell evaluates are a strictly increasing map of them)."""
+    from sklearn.metrics import log_loss
+
+    from fairgames.baselines import FairClassification
+
+    record = rep.run_baseline({"data": "adult2k", "seed": 4, "method": "fc"})
+    x, y, codes = rep.data("adult2k", 4)["train"]
+    fc = FairClassification().fit(x, y, codes)
+    for split in ("train", "test"):
+        xs, ys, cs = rep.data("adult2k", 4)[split]
+        probs = fc.predict_proba(xs).numpy()
+        for point, p in zip(record["points"], probs, strict=True):
+            assert point[split]["loss"] == pytest.approx(
+                log_loss(ys.numpy(), np.clip(p, 1e-15, 1 - 1e-15)), rel=1e-9)
+            cuts = np.unique(p)
+            at_least = p[:, None] >= cuts[None, :]
+            ks = max(np.abs(at_least[cs.numpy() == a].mean(0) - at_least.mean(0)).max()
+                     for a in np.unique(cs.numpy()))
+            assert point[split]["ks"] == pytest.approx(ks, abs=1e-12)
+    # the grid's λ = 0 model (plain logistic regression) has its lowest train loss
+    losses = [pt["train"]["loss"] for pt in record["points"]]
+    assert min(losses) == losses[2]
+
+
 def _pt(train, test, eps=None):
     return {"train": {"ks": train[0], "loss": train[1]},
             "test": {"ks": test[0], "rel_loss": test[1], "loss": test[1], "rel_loss_ci": 0.001},
