@@ -1018,9 +1018,12 @@ def plot(s: dict, datasets: Sequence[str], seed: int, path: Path, split: str) ->
 
 def _y_limits(s: dict, key: str, seed: int, split: str, y_key: str) -> tuple[float, float]:
     """The y range of a panel: every point but those of runs stopped at their iteration cap
-    (the capped CS cells of --quick, whose losses would flatten every other curve)."""
+    (the capped CS cells of --quick) and those less fair than the unconstrained model beyond
+    its band (FC's λ = ±0.5): their losses would flatten every other curve."""
+    base = s.get((key, seed, "unconstrained"))
+    reach = (base[0][split]["ks"] + base[0][split]["violation_ci"]) if base else math.inf
     ys = [p[split][y_key] for (k, sd, _), pts in s.items() if (k, sd) == (key, seed)
-          for p in pts if p.get("outcome") != "max_iterations"]
+          for p in pts if p.get("outcome") != "max_iterations" and p[split]["ks"] <= reach]
     ys = ys or [p[split][y_key] for (k, sd, _), pts in s.items() if (k, sd) == (key, seed)
                 for p in pts]
     lo, hi = min(ys), max(ys)
