@@ -278,3 +278,32 @@ def test_the_pair_product_gram_equals_numpys_weighted_gram(seed):
     assert design.pairs is None
     np.testing.assert_allclose(design.gram(torch.from_numpy(w)).numpy(), reference,
                                rtol=1e-13, atol=1e-13)
+
+
+def test_newton_started_at_its_optimum_stops_at_the_objectives_resolution():
+    """From the optimum, with a zero gradient tolerance, Newton's line search cannot tell two
+    points apart (the predicted decrease is below float64 rounding of the mean loss): it must
+    stop within a few loss evaluations (it used to halve 40 times a step), and leave the
+    optimum no worse — the result still matches sklearn's logistic regression."""
+    from sklearn.linear_model import LogisticRegression
+
+    from fairgames.game.reduction.fitting import newton, with_intercept
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(400, 3, generator=g, dtype=torch.float64)
+    y = (x[:, 0] + torch.randn(400, generator=g, dtype=torch.float64) > 0).to(torch.float64)
+    a = with_intercept(x)
+    calls = []
+
+    def bce(f):
+        calls.append(1)
+        return torch.nn.functional.softplus(f) - y * f
+
+    beta = newton(a, bce, torch.zeros(4, dtype=torch.float64))
+    calls.clear()
+    again = newton(a, bce, beta, tolerance=0.0)
+    assert len(calls) <= 6
+    ref = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000).fit(x.numpy(), y.numpy())
+    expected = np.r_[ref.coef_.ravel(), ref.intercept_]
+    np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert float(bce(a @ again).mean()) <= float(bce(a @ beta).mean()) + 1e-15
