@@ -38,7 +38,9 @@ not saved, so a later rerun runs them. The cells run as jobs of a Hydra launcher
 hand, not in CI::
 
     python benchmarks/reproduce_003.py --quick              # minutes: *.quick.{json,md,png}
-    python benchmarks/reproduce_003.py --jobs 2             # the paper's protocol (hours)
+    python benchmarks/reproduce_003.py --jobs 2             # the paper's protocol: cells of 7.2 h
+                                                            # of one thread, ≥ 3.6 h on 2 cores
+    python benchmarks/reproduce_003.py --report-only        # the report from the stored cells
     python benchmarks/reproduce_003.py --only law2k,crime   # some data sets
     python benchmarks/reproduce_003.py --launcher submitit_slurm --jobs 64 \\
         --launcher-override hydra.launcher.partition=cpu   # on a cluster
