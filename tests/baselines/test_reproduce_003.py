@@ -167,6 +167,14 @@ def test_goals_on_hand_made_series(rep):
     s[("adult", 4, "unconstrained")] = [{**base, "eps": None}]
     assert rep.steepness(s, "adult", 4) == pytest.approx(0.2 / 0.35)
     assert rep.steepness(s, "adult", 4, "red_ls") == pytest.approx(0.3 / 0.35)
+    # FC against LR's test envelope: LR's train frontier is its first point (equal train
+    # losses), read on test at (0.05, 0.02): flat to its right, ∞ to its left
+    s[("adult", 4, "fc")] = [{**_pt((0, 0), (ks, rel)), "label": f"fc[{i}]"} for i, (ks, rel)
+                             in enumerate([(0.1, 0.01), (0.01, 0.0), (0.5, 0.3)])]
+    rows = rep.fc_against_ours(s, "adult", 4)["points"]
+    assert [r["ours_minus_fc"] for r in rows] == pytest.approx(
+        [0.02 - 0.01, math.inf, 0.02 - 0.3])
+    assert rep.observed([])["fc_against_ours"] == {}
 
 
 def test_dominance_over_seo_is_judged_like_for_like(rep):
@@ -403,6 +411,8 @@ def test_committed_summaries_follow_from_their_archived_cells(rep, stem):
     goals = rep.goals([r for r in records if r is not None], saved["quick"])
     assert {k: rep.verdict(v) for k, v in goals.items()} == saved["verdicts"]
     assert json.loads(json.dumps(goals, default=float)) == saved["goals"]
+    observed = rep.observed([r for r in records if r is not None])
+    assert json.loads(json.dumps(observed, default=float)) == saved["observed"]
 
 
 def test_a_large_mixture_is_scored_in_member_chunks_exactly(rep, monkeypatch):
