@@ -207,6 +207,13 @@ class Batch:
             p = self.probabilities
             if not bool(((p >= 0) & (p <= 1)).all()):
                 raise RatesError("probabilities must lie in [0, 1]")
+        if self.mixture_weights is not None:
+            q = self.mixture_weights.detach().to(torch.float64)
+            if not (bool((q >= 0).all()) and abs(float(q.sum()) - 1.0) <= 1e-5):
+                raise RatesError(f"mixture_weights must be non-negative and sum to 1 (they "
+                                 f"weigh the members' expectations); got sum "
+                                 f"{float(q.sum()):.6g}, min {float(q.min()):.6g}: divide "
+                                 "them by their sum")
 
     def signature(self) -> tuple:
         """Everything about the batch's layout that a compiled evaluation plan depends on."""

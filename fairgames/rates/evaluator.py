@@ -539,8 +539,9 @@ class RateEvaluator(torch.nn.Module):
         with torch.autocast(device_type=batch.device.type, enabled=False):
             return self._cell_sums(plan, batch, dtype)
 
-    def _cell_sums(self, plan: _Plan, batch: Batch, dtype: torch.dtype) -> torch.Tensor:
-        v, code = self._example_columns(plan, batch, dtype)
+    def _cell_sums(self, plan: _Plan, batch: Batch, dtype: torch.dtype,
+                   bounds: bool = True) -> torch.Tensor:
+        v, code = self._example_columns(plan, batch, dtype, bounds)
         # Columns-major sums (see the fused pass): index_add along dim 1 from [C', B].
         sums = torch.zeros(v.shape[1], plan.hard_cells, dtype=dtype, device=batch.device)
         sums = sums.index_add(1, code, v.t().contiguous())
@@ -607,14 +608,16 @@ class RateEvaluator(torch.nn.Module):
                 # true values only: the surrogate columns stay in the layout, as zeros
                 hit = hit.to(dtype)
                 if batch.mixture_weights is not None:
-                    hit = (batch.mixture_weights.to(dtype)[:, None] * hit).sum(0)
+                    hit = batch.mixture_weights.to(dtype) @ hit
                 zero = torch.zeros_like(w)
                 cols += [w * hit, zero, zero]
                 continue
             up, lo = self.surrogate.bounds(margin)
             if batch.mixture_weights is not None:
-                q = batch.mixture_weights.to(dtype)[:, None]
-                hit, up, lo = (q * hit).sum(0), (q * up).sum(0), (q * lo).sum(0)
+                # expectations over the members as products q [R] @ [R, B]: no [R, B]
+                # temporary beyond the bounds themselves
+                q = batch.mixture_weights.to(dtype)
+                hit, up, lo = q @ hit.to(dtype), q @ up, q @ lo
             cols += [w * hit.to(dtype), w * up, w * lo]
         for loss in self.losses:
             if scores is None:
@@ -940,8 +943,11 @@ class RateEvaluator(torch.nn.Module):
 
     # ------------------------------------------------------------------ whole splits
     @torch.no_grad()
-    def evaluate_split(self, batches: Iterable[Batch], *, empty: str = "raise") -> LeafValues:
+    def evaluate_split(self, batches: Iterable[Batch], *, empty: str = "raise",
+                       bounds: bool = True) -> LeafValues:
         """Exact values over a whole split given in chunks (float64 counts; syncs; no update).
+        ``bounds=False`` leaves the surrogate bounds at zero (true values only: a mixture's
+        members then cost no surrogate evaluation).
 
         Raises :class:`EmptySubsetError` naming every subset with no example (with
         ``empty="nan"`` their leaves are NaN instead: a report's table of rates that may be
@@ -959,7 +965,7 @@ class RateEvaluator(torch.nn.Module):
                 raise RatesError("all chunks of a split must share one layout (groups, sources)")
             plan = p
             with torch.autocast(device_type=batch.device.type, enabled=False):
-                s = self._cell_sums(p, batch, torch.float64)
+                s = self._cell_sums(p, batch, torch.float64, bounds)
             total = s if total is None else total + s
         if plan is None or total is None:
             raise RatesError("evaluate_split got no batch")

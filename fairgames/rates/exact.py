@@ -154,10 +154,11 @@ class ExactEvaluator:
         self._plans: dict[tuple[Hashable, ...], tuple] = {}
 
     def leaf_values(self, split: Batch | Iterable[Batch]) -> LeafValues:
-        """Every leaf's exact value on ``split`` (one batch, or its chunks)."""
+        """Every leaf's exact value on ``split`` (one batch, or its chunks); the surrogate
+        bounds are not computed (left at zero)."""
         first, batches = split_batches(split, "ExactEvaluator")
         self.rates.to(first.device)
-        values = self.rates.evaluate_split(batches, empty="nan")
+        values = self.rates.evaluate_split(batches, empty="nan", bounds=False)
         self._check_required(values)
         return values
 

@@ -10,8 +10,10 @@ Everything here is computed from sorted predictions, with example weights, and f
 *randomised* predictor too: a mixture ``Q = Σ_r q_r f_r`` (scores ``[R, n]``, weights ``q``) has
 ``G_{Q,a}(z) = Σ_r q_r G_{r,a}(z)`` — the mixture's expectation, never the averaged model's
 (notes §2.4: averaging member predictions changes the CDF and breaks the guarantee). The
-mixture's ``R·n`` (member, example) pairs are one weighted empirical distribution, so one sort
-serves every threshold: ``O(Rn log(Rn))``.
+mixture's ``R·n`` (member, example) pairs are one weighted empirical distribution: each pair
+is placed among the thresholds (or the distinct values, for the KS) by a binary search and
+histogrammed, a chunk of members at a time, so memory is ``O(n + distinct values)`` whatever
+``R`` (a capped reduction's Q̂ has thousands of members).
 
 A group with no weight over the rows has undefined rates (NaN) and is left out of the KS
 disparity; a split with no weight at all is an error.
@@ -122,13 +124,20 @@ class ThresholdRates:
         return float(gaps.abs().max()) if gaps.numel() else 0.0
 
 
-def _flatten(scores: torch.Tensor, codes: torch.Tensor, weights: torch.Tensor | None,
-             member_weights: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The mixture's (member, example) pairs as one weighted sample: scores, weights, codes."""
+# Members are counted this many (member, example) pairs at a time: memory O(n + distinct
+# values), not O(R·n), for a mixture of thousands of members.
+PAIRS_PER_CHUNK = 2 ** 22
+
+
+def _checked(scores: torch.Tensor, codes: torch.Tensor, num_groups: int,
+             weights: torch.Tensor | None, member_weights: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores ``[R, n]`` (as given), example weights ``[n]``, member weights ``[R]`` (summing
+    to 1) and codes ``[n]``, on the CPU, after the checks."""
     if scores.dim() not in (1, 2):
-        raise ValueError(f"scores must be [n] (one predictor) or [R, n] (a mixture's members), "
+        raise ValueError(f"scores must be [n] or a mixture's [R, n], "
                          f"got shape {tuple(scores.shape)}")
-    s = scores.detach().to(torch.float64)
+    s = scores.detach()
     s = s.unsqueeze(0) if s.dim() == 1 else s
     n = s.shape[1]
     if codes.shape != (n,):
@@ -148,34 +157,42 @@ def _flatten(scores: torch.Tensor, codes: torch.Tensor, weights: torch.Tensor | 
             raise ValueError(f"member weights must be [{s.shape[0]}], non-negative, with a "
                              f"positive sum")
         q = q / q.sum()
-    pair_w = (q[:, None] * w[None, :].to(q.device)).reshape(-1)
-    pair_codes = codes.to(torch.long).expand(s.shape[0], n).reshape(-1)
-    return s.reshape(-1).cpu(), pair_w.cpu(), pair_codes.cpu()
-
-
-def _descending_cumulative(scores: torch.Tensor, pair_w: torch.Tensor, pair_codes: torch.Tensor,
-                           num_groups: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scores sorted descending, and per group the weight of pairs with a score ≥ each
-    (``[P, G]``, ties included), with the groups' totals ``[G]``."""
-    if pair_codes.numel() and (int(pair_codes.min()) < 0 or int(pair_codes.max()) >= num_groups):
+    codes = codes.to(torch.long).cpu()
+    if n and (int(codes.min()) < 0 or int(codes.max()) >= num_groups):
         raise ValueError(f"group codes must lie in [0, {num_groups}); got values from "
-                         f"{int(pair_codes.min())} to {int(pair_codes.max())}")
-    order = torch.argsort(scores, descending=True, stable=True)
-    s = scores[order]
-    one_hot = torch.zeros(s.numel(), num_groups, dtype=torch.float64)
-    one_hot[torch.arange(s.numel()), pair_codes[order]] = pair_w[order]
-    cum = one_hot.cumsum(0)
-    total = cum[-1] if s.numel() else torch.zeros(num_groups, dtype=torch.float64)
-    return s, cum, total
+                         f"{int(codes.min())} to {int(codes.max())}")
+    return s.cpu(), w.cpu(), q.cpu(), codes
 
 
-def _rates_at(s_desc: torch.Tensor, cum: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """Per group, the weight of pairs with score ≥ z for each z ``[N]`` → ``[N, G]``."""
-    ascending = s_desc.flip(0)
-    # pairs with score >= z: P − (number of scores < z)
-    count = s_desc.numel() - torch.searchsorted(ascending, z.to(torch.float64), right=False)
-    padded = torch.cat([torch.zeros(1, cum.shape[1], dtype=cum.dtype), cum])
-    return padded[count]
+def _member_chunks(s: torch.Tensor) -> list[tuple[int, int]]:
+    step = max(1, PAIRS_PER_CHUNK // max(1, s.shape[1]))
+    return [(r, min(r + step, s.shape[0])) for r in range(0, s.shape[0], step)]
+
+
+def _at_least(s: torch.Tensor, w: torch.Tensor, q: torch.Tensor, codes: torch.Tensor,
+              num_groups: int, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per group, the weight of (member, example) pairs with score ≥ each of the ascending
+    values ``z`` ``[D]`` (``[D, G]``; pair weight ``q_r·w_i``), and the groups' totals
+    ``[G]``: each pair's count of values at or below its score, histogrammed a chunk of
+    members at a time, then summed from the top."""
+    d, g = len(z), num_groups
+    hist = torch.zeros((d + 1) * g, dtype=torch.float64)
+    for r0, r1 in _member_chunks(s):
+        block = s[r0:r1].to(torch.float64).contiguous()
+        above = torch.searchsorted(z, block, right=True)             # #{z_j ≤ score}
+        pair_w = q[r0:r1, None] * w[None, :]
+        hist += torch.bincount((above * g + codes[None, :]).reshape(-1),
+                               weights=pair_w.reshape(-1), minlength=(d + 1) * g)
+    hist = hist.reshape(d + 1, g)
+    # score ≥ z_j ⇔ #{z ≤ score} > j: the pairs counted in rows j+1 … D
+    at_least = hist.flip(0).cumsum(0).flip(0)[1:]
+    return at_least, hist.sum(0)
+
+
+def _distinct_values(s: torch.Tensor) -> torch.Tensor:
+    """The distinct score values ``[D]``, ascending (float64), a chunk of members at a time."""
+    parts = [torch.unique(s[r0:r1].to(torch.float64)) for r0, r1 in _member_chunks(s)]
+    return torch.unique(torch.cat(parts)) if parts else torch.zeros(0, dtype=torch.float64)
 
 
 def threshold_rates(scores: torch.Tensor, codes: torch.Tensor, num_groups: int,
@@ -198,16 +215,17 @@ def threshold_rates(scores: torch.Tensor, codes: torch.Tensor, num_groups: int,
         >>> t.groups.flatten().tolist(), t.overall.tolist()
         ([0.75, 1.0], [0.875])
     """
-    s, pair_w, pair_codes = _flatten(scores, codes, weights, member_weights)
-    s_desc, cum, total = _descending_cumulative(s, pair_w, pair_codes, num_groups)
+    s, w, q, codes = _checked(scores, codes, num_groups, weights, member_weights)
+    z = thresholds.detach().reshape(-1).cpu().to(torch.float64)
+    values, position = torch.unique(z, return_inverse=True)        # ascending, any order given
+    at_least, total = _at_least(s, w, q, codes, num_groups, values)
     if float(total.sum()) <= 0:
         raise ValueError("threshold rates over a split with no example weight are undefined")
-    at = _rates_at(s_desc, cum, thresholds.detach().reshape(-1).cpu())   # [N, G]
+    at = at_least[position]                                          # [N, G]
     groups = (at / total).T.clone()
     groups[total <= 0] = float("nan")
     overall = at.sum(1) / total.sum()
-    return ThresholdRates(thresholds.detach().reshape(-1).cpu().to(torch.float64), groups,
-                          overall, total)
+    return ThresholdRates(z, groups, overall, total)
 
 
 def ks_disparity(scores: torch.Tensor, codes: torch.Tensor, num_groups: int, *,
@@ -224,14 +242,10 @@ def ks_disparity(scores: torch.Tensor, codes: torch.Tensor, num_groups: int, *,
         >>> ks_disparity(torch.tensor([0.0, 1.0]), torch.tensor([0, 1]), 2)
         0.5
     """
-    s, pair_w, pair_codes = _flatten(scores, codes, weights, member_weights)
-    s_desc, cum, total = _descending_cumulative(s, pair_w, pair_codes, num_groups)
+    s, w, q, codes = _checked(scores, codes, num_groups, weights, member_weights)
+    at, total = _at_least(s, w, q, codes, num_groups, _distinct_values(s))       # [D, G]
     if float(total.sum()) <= 0:
         raise ValueError("the KS disparity over a split with no example weight is undefined")
-    # the last pair of each run of tied scores carries the rate at that score
-    last_of_tie = torch.ones(s_desc.numel(), dtype=torch.bool)
-    last_of_tie[:-1] = s_desc[1:] != s_desc[:-1]
-    at = cum[last_of_tie]                                   # [T, G]
     present = total > 0
     group_rates = at[:, present] / total[present]
     overall = at.sum(1, keepdim=True) / total.sum()

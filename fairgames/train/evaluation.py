@@ -52,6 +52,10 @@ from fairgames.rates.exact import cached_group_table
 
 from .data import chunks, make_batch
 
+# A mixture's chunk holds [R, rows] scores and the evaluator's float64 temporaries of that
+# size: rows per chunk are cut to keep each at most this many entries (16 MB), whatever R.
+MIXTURE_ENTRIES = 2 ** 21
+
 GROUP_RATES = ("count", "share", "base_rate", "positive_rate", "tpr", "fpr", "error",
                "precision", "fmeasure", "kld")
 GROUP_LOSSES = ("count", "share", "mean_label", "mean_prediction", "mse", "mae")
@@ -206,7 +210,7 @@ class SolutionEvaluator:
             return None
 
         def parts() -> Iterator[tuple[Batch, torch.Tensor]]:
-            for idx in self._chunk_rows(ds):
+            for idx in self._chunk_rows(ds, scores.shape[0]):
                 # each row's expected_prediction, bit for bit
                 p = (scores if idx is None else scores[:, idx]) > 0
                 yield (make_batch(ds, None, idx, baseline_scores=baseline_scores,
@@ -241,7 +245,8 @@ class SolutionEvaluator:
         """The split's chunks with their scores (a split of one chunk: its own tensors, not
         copies); with ``sign_only`` (the metrics read only ``1[s > 0]``), each chunk's
         expected prediction instead where it is a probability."""
-        for idx in self._chunk_rows(ds):
+        members = scores.shape[0] if scores.dim() == 2 else 1
+        for idx in self._chunk_rows(ds, members):
             s = scores if idx is None else scores[..., idx]
             p = expected_prediction(s, mixture_weights) if sign_only else None
             yield (make_batch(ds, None, idx, baseline_scores=baseline_scores, probabilities=p)
@@ -249,12 +254,17 @@ class SolutionEvaluator:
                    make_batch(ds, s, idx, baseline_scores=baseline_scores,
                               mixture_weights=mixture_weights))
 
-    def _chunk_rows(self, ds: TabularDataset) -> Iterator[torch.Tensor | None]:
+    def _chunk_rows(self, ds: TabularDataset, members: int = 1
+                    ) -> Iterator[torch.Tensor | None]:
         """The row indices of each chunk of ``ds``; ``None`` (all rows, no copy) for a
-        split of one chunk."""
-        if 0 < len(ds) <= self.chunk:
+        split of one chunk. A mixture of ``members`` > 1 gets at most
+        :data:`MIXTURE_ENTRIES` ``/ members`` rows a chunk (a capped reduction's Q̂ has
+        thousands of members)."""
+        rows = self.chunk if members <= 1 else max(1, min(self.chunk,
+                                                          MIXTURE_ENTRIES // members))
+        if 0 < len(ds) <= rows:
             return iter([None])
-        return chunks(len(ds), self.chunk, ds.device)
+        return chunks(len(ds), rows, ds.device)
 
     def _constraints(self, values: Mapping[Hashable, float]) -> dict[str, dict[str, float]]:
         out = {}

@@ -66,6 +66,10 @@ def test_malformed_batch_is_refused_at_construction(kwargs, message):
     ({"scores": torch.tensor([0.5, float("nan"), 2.0, 0.3])}, r"scores contain NaN or inf"),
     ({"scores": None, "probabilities": torch.tensor([0.5, 1.5, 0.0, 1.0])},
      r"probabilities must lie in \[0, 1\]"),
+    ({"scores": torch.zeros(2, 4), "mixture_weights": torch.tensor([0.5, 0.75])},
+     r"mixture_weights must be non-negative and sum to 1.*got sum 1\.25.*divide"),
+    ({"scores": torch.zeros(2, 4), "mixture_weights": torch.tensor([1.5, -0.5])},
+     r"mixture_weights must be non-negative.*min -0\.5"),
 ])
 def test_check_values_names_the_bad_values(kwargs, message):
     batch = ok(**kwargs)     # shapes are fine: construction makes no device sync

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from fairgames.rates import thresholds
 from fairgames.rates.thresholds import (
     ks_disparity,
     threshold_grid,
@@ -35,7 +36,12 @@ def _reference_ks(s, g, G, w, q) -> float:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_threshold_rates_and_ks_equal_brute_force(seed):
+@pytest.mark.parametrize("pairs_per_chunk", [None, 7])
+def test_threshold_rates_and_ks_equal_brute_force(seed, pairs_per_chunk, monkeypatch):
+    """Also with the members counted one at a time (a chunk of 7 pairs), as a mixture of
+    thousands of members is, and with thresholds given out of order and repeated."""
+    if pairs_per_chunk is not None:
+        monkeypatch.setattr(thresholds, "PAIRS_PER_CHUNK", pairs_per_chunk)
     rng = np.random.default_rng(seed)
     R, n, G = int(rng.integers(1, 4)), int(rng.integers(5, 60)), 3
     # scores on a coarse lattice, so ties within and across members are common
@@ -55,6 +61,12 @@ def test_threshold_rates_and_ks_equal_brute_force(seed):
     assert ks == pytest.approx(_reference_ks(s, g, G, w, q), abs=1e-12)
     # the grid's disparity can only be below the supremum over every z
     assert t.disparity() <= ks + 1e-12
+    shuffled = torch.tensor(np.r_[z[::-1], z[3]])
+    again = threshold_rates(torch.tensor(s), torch.tensor(g), G, shuffled,
+                            weights=torch.tensor(w), member_weights=torch.tensor(q))
+    np.testing.assert_allclose(again.overall.numpy(), np.r_[ref_overall[::-1], ref_overall[3]],
+                               atol=1e-12)
+    assert again.thresholds.tolist() == shuffled.tolist()
 
 
 def test_one_predictor_is_a_mixture_of_one():

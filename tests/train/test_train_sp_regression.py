@@ -288,3 +288,47 @@ def test_a_sigmoid_head_on_a_binary_target_is_scored_at_one_half():
         rows = codes == k
         assert out["groups"][f"group={v}"]["positive_rate"] == pytest.approx(
             float(p[rows].mean()), abs=1e-12)
+
+
+def test_a_large_mixture_is_evaluated_in_row_chunks_bounded_by_its_members(monkeypatch):
+    """A mixture's [R, n] scores are evaluated a few rows at a time (at most
+    MIXTURE_ENTRIES / R rows a chunk), with the values of one whole-split pass and of numpy:
+    the mixture's expected threshold rates and squared loss."""
+    import fairgames.train.evaluation as evaluation
+    from fairgames.rates import group, group_loss
+    from fairgames.train.evaluation import SolutionEvaluator
+
+    ds = make_synthetic(n=900, d=3, seed=4).test
+    g = torch.Generator().manual_seed(1)
+    members = 7
+    scores = torch.rand(members, len(ds), generator=g)
+    q = torch.rand(members, generator=g, dtype=torch.float64)
+    q = q / q.sum()
+    rates = score_rates([0.25, 0.5])
+    rows = [(rates[1] <= 1.0).named("overall"),
+            (score_rates(0.5, group("group", "1"))[0] <= 1.0).named("group1")]
+    ev = SolutionEvaluator(group_loss("squared"), [rows[0], rows[1]], "group",
+                           grid=threshold_grid(4))
+    whole = ev.evaluate(ds, scores, mixture_weights=q)
+    seen = []
+    original = evaluation.make_batch
+
+    def spy(ds_, s, idx, **k):
+        seen.append(len(ds_) if idx is None else len(idx))
+        return original(ds_, s, idx, **k)
+
+    monkeypatch.setattr(evaluation, "MIXTURE_ENTRIES", 5 * members * 20)
+    monkeypatch.setattr(evaluation, "make_batch", spy)
+    chunked = ev.evaluate(ds, scores, mixture_weights=q)
+    assert max(seen) == 100 and sum(seen) == len(ds)          # 700 // 7 rows a chunk
+    qn = q.numpy()
+    s, y = scores.double().numpy(), ds.labels.double().numpy()
+    codes = ds.groups["group"].numpy()
+    expected = {"overall": qn @ (s >= 0.5).mean(1) - 1.0,
+                "group1": qn @ (s[:, codes == 1] >= 0.5).mean(1) - 1.0}
+    for out in (whole, chunked):
+        assert out["objective"] == pytest.approx(float(qn @ (0.5 * (s - y) ** 2).mean(1)),
+                                                 rel=1e-12)
+        for name, value in expected.items():
+            assert out["constraints"][name]["value"] == pytest.approx(float(value), abs=1e-12)
+    assert chunked["ks_disparity"] == whole["ks_disparity"]
