@@ -87,7 +87,7 @@ def test_split_metrics_ks_is_the_mixtures_over_every_value(rep, seed):
     assert metrics["grid"] <= metrics["ks"] + 1e-12
 
 
-def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep):
+def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep, monkeypatch):
     """As the paper's code scores FC (eval.eval_BenchmarkModel): sklearn's log_loss of each
     grid model's probabilities, and the KS over every distinct probability (the values the
     cell evaluates are a strictly increasing map of them)."""
@@ -95,9 +95,11 @@ def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep):
 
     from fairgames.baselines import FairClassification
 
+    monkeypatch.setattr(rep, "FC_LAMBDAS", (-0.5, -0.25, 0.0, 0.25, 0.5))   # the code's grid
     record = rep.run_baseline({"data": "adult2k", "seed": 4, "method": "fc"})
+    assert [p["label"] for p in record["points"]][2] == "fc[0]"
     x, y, codes = rep.data("adult2k", 4)["train"]
-    fc = FairClassification().fit(x, y, codes)
+    fc = FairClassification(rep.FC_LAMBDAS).fit(x, y, codes)
     for split in ("train", "test"):
         xs, ys, cs = rep.data("adult2k", 4)[split]
         probs = fc.predict_proba(xs).numpy()
@@ -111,7 +113,7 @@ def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep):
             assert point[split]["ks"] == pytest.approx(ks, abs=1e-12)
     # the grid's λ = 0 model (plain logistic regression) has its lowest train loss
     losses = [pt["train"]["loss"] for pt in record["points"]]
-    assert min(losses) == losses[2]
+    assert min(losses) == losses[rep.FC_LAMBDAS.index(0.0)]
 
 
 def _pt(train, test, eps=None):
@@ -169,11 +171,15 @@ def test_goals_on_hand_made_series(rep):
     assert rep.steepness(s, "adult", 4, "red_ls") == pytest.approx(0.3 / 0.35)
     # FC against LR's test envelope: LR's train frontier is its first point (equal train
     # losses), read on test at (0.05, 0.02): flat to its right, ∞ to its left
-    s[("adult", 4, "fc")] = [{**_pt((0, 0), (ks, rel)), "label": f"fc[{i}]"} for i, (ks, rel)
-                             in enumerate([(0.1, 0.01), (0.01, 0.0), (0.5, 0.3)])]
+    # (FC's train points all lie on its train frontier; a fourth, above it, is left out)
+    s[("adult", 4, "fc")] = [{**_pt(train, (ks, rel)), "label": f"fc[{i}]"}
+                             for i, (train, (ks, rel)) in enumerate(
+                                 [((0.1, 0.2), (0.1, 0.01)), ((0.01, 0.3), (0.01, 0.0)),
+                                  ((0.5, 0.1), (0.5, 0.3)), ((0.2, 0.4), (0.2, 0.0))])]
     rows = rep.fc_against_ours(s, "adult", 4)["points"]
+    assert [r["fc"] for r in rows] == ["fc[1]", "fc[0]", "fc[2]"]    # by train KS
     assert [r["ours_minus_fc"] for r in rows] == pytest.approx(
-        [0.02 - 0.01, math.inf, 0.02 - 0.3])
+        [math.inf, 0.02 - 0.01, 0.02 - 0.3])
     assert rep.observed([])["fc_against_ours"] == {}
 
 
