@@ -828,9 +828,8 @@ def steepness(s: dict, key: str, seed: int, method: str | None = None) -> float 
 def fc_against_ours(s: dict, key: str, seed: int) -> dict[str, Any] | None:
     """Observed, no goal: the paper finds the method "slightly worse than FC" on the logistic
     sets (significant only on full Adult). At the test KS of each point of FC's train
-    frontier, the matching oracle's
-    train-selected test envelope (∞ left of its reach) minus FC's relative test loss, beside
-    FC's 95 % band: positive where FC is better."""
+    frontier, the matching oracle's train-selected test envelope (∞ left of its reach) minus
+    FC's relative test loss, beside FC's 95 % band: positive where FC is better."""
     fc, ours = s.get((key, seed, "fc")), s.get((key, seed, matching_oracle(key)))
     if not fc or not ours:
         return None
