@@ -686,6 +686,15 @@ def frontier(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [points[i] for i in frontier_indices(points)]
 
 
+TRADE_OFF_METHODS = ("red_ls", "red_lr", "red_cs", "direct", "fc")
+
+
+def drawn(method: str, points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points a method is plotted and tabled by: its train frontier where it traces a
+    trade-off (the reductions, direct play, FC's λ grid), else every point (baselines)."""
+    return frontier(points) if method in TRADE_OFF_METHODS else list(points)
+
+
 def test_envelope(points: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
     """(test KS, test relative loss) of a method's train-frontier points."""
     f = frontier(points)
@@ -990,9 +999,7 @@ def plot(s: dict, datasets: Sequence[str], seed: int, path: Path, split: str) ->
             pts = s.get((key, seed, method))
             if not pts:
                 continue
-            shown = frontier(pts) if method in ("red_ls", "red_lr", "red_cs", "direct",
-                                                "fc") else pts
-            shown = sorted(shown, key=lambda p: p[split]["ks"])
+            shown = sorted(drawn(method, pts), key=lambda p: p[split]["ks"])
             xs = [p[split]["ks"] for p in shown]
             ys = [p[split][y_key] for p in shown]
             if any(not limits[0] <= v <= limits[1] for v in ys):
@@ -1031,6 +1038,7 @@ def _y_limits(s: dict, key: str, seed: int, split: str, y_key: str) -> tuple[flo
     reach = (base[0][split]["ks"] + base[0][split]["violation_ci"]) if base else math.inf
     ys = [p[split][y_key] for (k, sd, m), pts in s.items() if (k, sd) == (key, seed)
           for p in (frontier(pts) if m == "fc" else pts)     # FC is drawn as its frontier
+          # (the other trade-offs' points all count: fig. 2 shows them as dots)
           if p.get("outcome") != "max_iterations" and p[split]["ks"] <= reach]
     ys = ys or [p[split][y_key] for (k, sd, _), pts in s.items() if (k, sd) == (key, seed)
                 for p in pts]
@@ -1060,8 +1068,7 @@ def frontier_table(s: dict, key: str, seed: int) -> list[str]:
         pts = s.get((key, seed, method))
         if not pts:
             continue
-        shown = frontier(pts) if method.startswith("red_") or method in ("direct", "fc") else pts
-        for p in shown:
+        for p in drawn(method, pts):
             te = p["test"]
             lines.append("| " + " | ".join([
                 label, _f(p["eps"], 3) if p["eps"] is not None else p["label"],

@@ -623,9 +623,11 @@ class RateEvaluator(torch.nn.Module):
             if scores is None:
                 raise RatesError(f"group loss {loss.name!r} needs scores, not probabilities")
             if batch.mixture_weights is not None:
-                q = batch.mixture_weights.to(dtype)
-                per = sum(q[r] * loss(scores[r], batch.labels.to(dtype))
-                          for r in range(scores.shape[0]))
+                # every member's per-example losses in one call (the examples are
+                # independent): [R·B] over the labels repeated, then q @ [R, B]
+                members = scores.shape[0]
+                each = loss(scores.reshape(-1), batch.labels.to(dtype).repeat(members))
+                per = batch.mixture_weights.to(dtype) @ each.reshape(members, -1)
             else:
                 per = loss(scores, batch.labels.to(dtype))
             cols.append(w * per)
