@@ -294,12 +294,12 @@ def reselect(result: Any, splits: Any, protected: str, seed: int, selects: Seque
              ) -> dict[str, tuple[Any, int]]:
     """``{rule: (member, step)}``: the best iterate each ``robust.select`` rule picks among
     the run's snapshots on train, by the library's own pieces (the candidates' noisy rows,
-    :class:`~fairgames.train.robust_select.RobustSelector`, ``best_iterate``)."""
+    :class:`~fairgames.noisy_groups.select.RobustSelector`, ``best_iterate``)."""
     from fairgames.game.solutions import best_iterate
+    from fairgames.noisy_groups.noise_model import noise_model
+    from fairgames.noisy_groups.select import RobustSelector
     from fairgames.train.data import predict_scores
     from fairgames.train.evaluation import SolutionEvaluator
-    from fairgames.train.robust_select import RobustSelector
-    from fairgames.train.robust_soft import noise_model
     from fairgames.train.run import played_steps
     from fairgames.train.solutions import candidate_values
 

@@ -41,6 +41,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.data import DataError
+from fairgames.noisy_groups.robust import robust_line
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
@@ -51,7 +52,6 @@ from fairgames.train.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args, hydra_run_dir_args
-from fairgames.train.robust import robust_line
 from fairgames.train.tune import one_thread_per_job, tune
 from fairgames.train.verdict import verdict_lines
 

@@ -37,7 +37,6 @@ from .players import (
     register_multiplier_strategy,
     register_theta_strategy,
 )
-from .players.soft_assignments import SoftAssignmentPlayer
 from .presets import (
     DEFAULT_PRESET,
     PRESETS,
@@ -57,8 +56,6 @@ from .problem import (
 )
 from .projections import project_box, project_l1_ball_nonnegative, project_simplex
 from .round import Record, Round
-from .soft_groups import project_soft_assignments
-from .soft_worst_case import SoftWorstCase, soft_worst_case
 from .solutions import (
     RULES,
     STRATEGIES,
@@ -94,10 +91,7 @@ __all__ = [
     "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
     "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",
 ]
-# paper 004's soft group assignments (issue 23)
 __all__ += ["LargeGameWarning", "SWAP_REGRET_MAX_ROWS"]
-__all__ += ["SoftAssignmentPlayer", "SoftWorstCase", "project_soft_assignments",
-            "soft_worst_case"]
 # the problem family's own game (issue 22: the threshold-grid family)
 from .problem import THRESHOLD_GAME, default_game  # noqa: E402
 

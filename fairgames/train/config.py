@@ -49,9 +49,9 @@ from fairgames.game.players import (
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
 from fairgames.game.reduction.fair_regression import CONFIG_KEYS as REDUCTION_KEYS
 from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
+from fairgames.noisy_groups.robust import RobustConfig, check_robust
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
-from .robust import RobustConfig, check_robust
 
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")

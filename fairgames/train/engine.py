@@ -131,7 +131,7 @@ class LogSettings:
     logger: RunLogger | None = None
     progress: bool = False
     # scalars of the model on whole splits, computed at log time only (e.g. paper 004's
-    # true / noisy / robust constraint values: fairgames.train.robust.robust_log)
+    # true / noisy / robust constraint values: fairgames.noisy_groups.robust.robust_log)
     extra: Callable[[torch.nn.Module], Mapping[str, float | None]] | None = None
 
 

@@ -47,10 +47,10 @@ from typing import Any
 import torch
 
 from fairgames.game.solutions import StochasticModel, best_iterate, model_state, shrink_lp
+from fairgames.noisy_groups.select import RobustSelector
 
 from .config import TrainerConfig
 from .evaluation import SolutionEvaluator
-from .robust_select import RobustSelector
 from .solutions import (
     REPAIR_TOLERANCE,
     Candidates,

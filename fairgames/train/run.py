@@ -57,6 +57,21 @@ from fairgames.game import (
 )
 from fairgames.game.presets import large_game_preset
 from fairgames.models import build_model, decision_threshold
+from fairgames.noisy_groups.ideal import (
+    IDEAL,
+    ideal_candidates,
+    ideal_record,
+    ideal_settings,
+    play_ideal,
+)
+from fairgames.noisy_groups.robust import (
+    RobustConfig,
+    robust_log,
+    robust_players,
+    robust_report,
+    robust_selector,
+)
+from fairgames.noisy_groups.select import PlayedState
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import Surrogate, error_rate, threshold_grid
 
@@ -122,9 +137,6 @@ from .report import (
     validate_results,
 )
 from .resume import RESUME_FREE, resumed_config
-from .robust import RobustConfig, robust_log, robust_players, robust_report, robust_selector
-from .robust_ideal import IDEAL, ideal_candidates, ideal_record, ideal_settings, play_ideal
-from .robust_select import PlayedState
 from .solutions import Candidates, evaluate_solutions, score_candidates
 from .verdict import VERDICT_SOLUTION, run_verdict
 
@@ -1146,7 +1158,7 @@ def _execute_reduction(inputs: RunInputs) -> RunResult:
 
 # ------------------------------------------------------------ robust=soft_assignments_ideal
 def _execute_ideal(inputs: RunInputs) -> RunResult:
-    """Paper 004's ideal Algorithms 1/3 (:mod:`fairgames.train.robust_ideal`) in place of the
+    """Paper 004's ideal Algorithms 1/3 (:mod:`fairgames.noisy_groups.ideal`) in place of the
     game: the same data, problem, evaluation and outputs; its uniform mixture of inner
     iterates is the ``stochastic`` solution, recommended unless ``trainer.recommend`` says."""
     trainer = inputs.trainer

@@ -35,12 +35,12 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
+from fairgames.noisy_groups.select import RobustSelector
 
 from .config import TrainerConfig
 from .data import predict_scores
 from .engine import Engine
 from .evaluation import SolutionEvaluator, empty_subsets
-from .robust_select import RobustSelector
 
 REPAIR_STEPS = 20   # the segment from the LP mixture to the best iterate, in 1/20ths
 # The LP mixture is evaluated with float32 mixture weights: a mixture the LP put exactly on a

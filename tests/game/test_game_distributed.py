@@ -12,8 +12,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from fairgames.game import ConstrainedOptimizer, Problem, SoftAssignmentPlayer
-from fairgames.game.players.dro import DROPlayer
+from fairgames.game import ConstrainedOptimizer, Problem
+from fairgames.noisy_groups import SoftAssignmentPlayer
+from fairgames.noisy_groups.dro import DROPlayer
 from fairgames.rates import error_rate, group, true_positive_rate
 
 WORKER = Path(__file__).with_name("ddp_game_worker.py")

@@ -18,14 +18,13 @@ import torch
 from scipy.optimize import minimize
 
 from fairgames.data import estimate_group_noise, flip_groups, make_synthetic
-from fairgames.game import (
-    ConstrainedOptimizer,
-    Problem,
+from fairgames.game import ConstrainedOptimizer, Problem
+from fairgames.noisy_groups import (
     SoftAssignmentPlayer,
     project_soft_assignments,
     soft_worst_case,
 )
-from fairgames.game.soft_groups import (
+from fairgames.noisy_groups.soft_groups import (
     cell_codes,
     cell_counts,
     cell_fractions,
@@ -33,7 +32,7 @@ from fairgames.game.soft_groups import (
     memberships,
     project_affine,
 )
-from fairgames.game.soft_rates import CellRates
+from fairgames.noisy_groups.soft_rates import CellRates
 from fairgames.rates import (
     Batch,
     error_rate,

@@ -1,14 +1,14 @@
 """A problem's rates on soft true groups as functions of the assignment table ``W``.
 
-When the true group of an example is the soft membership ``W[ĝ, c, :]`` of its cell
-``(ĝ, ŷ, y)`` (:mod:`fairgames.game.soft_groups`), every 0/1 rate of a problem that reads only
-labels, predictions ``1[s > 0]`` and the group attributes is a ratio of two LINEAR functions
-of ``ω = n ⊙ W`` (``n [m̂, 4]`` the cell counts): ``R_k(W) = ⟨a_k, ω⟩ / ⟨d_k, ω⟩`` (paper 004
-Eqs. (13)–(15): ``𝔼[h·w(j|Ŷ,Y,Ĝ)]`` over the cells). :class:`CellRates` finds ``a`` and ``d``
-once, from the problem's own evaluator on a "cell batch" of one example per ``(k, c, j)``
-(``scores ±1``, ``labels y``, true group ``j``): each example alone gives one column. The
-soft-assignment player ascends the Lagrangian with them (:meth:`CellRates.gradient`) and
-the exact worst case solves its LP with them (:mod:`fairgames.game.soft_worst_case`).
+When the true group of an example is the soft membership ``W[ĝ, c, :]`` of its cell ``(ĝ, ŷ, y)``
+(:mod:`fairgames.noisy_groups.soft_groups`), every 0/1 rate of a problem that reads only labels,
+predictions ``1[s > 0]`` and the group attributes is a ratio of two LINEAR functions of ``ω = n ⊙
+W`` (``n [m̂, 4]`` the cell counts): ``R_k(W) = ⟨a_k, ω⟩ / ⟨d_k, ω⟩`` (paper 004 Eqs. (13)–(15):
+``𝔼[h·w(j|Ŷ,Y,Ĝ)]`` over the cells). :class:`CellRates` finds ``a`` and ``d`` once, from the
+problem's own evaluator on a "cell batch" of one example per ``(k, c, j)`` (``scores ±1``, ``labels
+y``, true group ``j``): each example alone gives one column. The soft-assignment player ascends the
+Lagrangian with them (:meth:`CellRates.gradient`) and the exact worst case solves its LP with them
+(:mod:`fairgames.noisy_groups.soft_worst_case`).
 
 Example:
     >>> import torch
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
+from fairgames.game.problem import Problem
 from fairgames.rates import Batch, RatesError
 
-from .problem import Problem
 from .soft_groups import CELLS
 
 

@@ -3,7 +3,7 @@
 For evaluation (log time, whole splits; never in a step): paper 004's robust constraint
 ``max_{w ∈ 𝒲(θ)} g_j(θ, w)`` (Eq. (6)) at the model's cell counts. A constraint row is
 ``d + Σ_k A_k·R_k(W)`` with each rate a ratio of linear functions of ``W``
-(:mod:`fairgames.game.soft_rates`); a row with ONE rate that depends on ``W`` (a group's TPR
+(:mod:`fairgames.noisy_groups.soft_rates`); a row with ONE rate that depends on ``W`` (a group's TPR
 or FPR against the overall rate: equal opportunity, equalized odds) is a linear-fractional
 program, solved exactly as an LP by the Charnes–Cooper transformation (``y = t·W``,
 ``t = 1/denominator``: maximise ``±⟨a, y⟩`` s.t. ``⟨d, y⟩ = 1``, ``A_eq·y = b_eq·t``,
@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from scipy.optimize import linprog
 
-from .problem import Problem
+from fairgames.game.problem import Problem
+
 from .soft_groups import CELLS, check_noise_model, initial_assignments
 from .soft_rates import CellRates
 
@@ -62,7 +63,7 @@ def soft_worst_case(problem: Problem, counts: torch.Tensor, p_true_given_noisy: 
                     cells: CellRates | None = None) -> SoftWorstCase:
     """``max_{W ∈ 𝒲} g_r(W)`` for every constraint row ``r`` of an affine ``problem`` whose
     rates read ``attribute`` as soft true groups, at cell counts ``[m̂, 4]``
-    (:func:`~fairgames.game.soft_groups.cell_counts` of a whole split) and the noise model
+    (:func:`~fairgames.noisy_groups.soft_groups.cell_counts` of a whole split) and the noise model
     ``[m, m̂]``. Host-side (scipy); see the module docstring. ``cells``: the problem's
     :class:`CellRates` on the host when the caller solves many (built here otherwise)."""
     b = check_noise_model(p_true_given_noisy)

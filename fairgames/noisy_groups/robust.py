@@ -2,7 +2,7 @@
 player, the TV radii γ_j, and the robust part of ``results.json``.
 
 ``robust=none`` (the default) changes nothing. ``robust=dro`` adds the DRO adversary
-(:class:`~fairgames.game.players.dro.DROPlayer`) on the protected attribute, which then holds
+(:class:`~fairgames.noisy_groups.dro.DROPlayer`) on the protected attribute, which then holds
 the NOISY groups (``data.noise``, or a column that is noisy by nature). With the true groups
 known on the training rows (``<protected>_true``, kept by ``data.noise``), ``γ_j`` can be read
 off those rows: ``robust.gamma: estimate`` is paper 004's ``P(Ĝ ≠ G | G = j)`` (its Sec. 5 and
@@ -13,13 +13,13 @@ noisy group ``j``, ``1 − |G = j ∧ Ĝ = j| / max(|G = j|, |Ĝ = j|)`` — the
 when the groups' sizes differ (Lemma 1 needs equal sizes; uniform flips break it).
 
 ``robust=soft_assignments`` adds the soft-assignment player
-(:class:`~fairgames.game.players.soft_assignments.SoftAssignmentPlayer`, its noise model
-``P(G = j | Ĝ = k)`` read off the training rows: :mod:`fairgames.train.robust_soft`).
+(:class:`~fairgames.noisy_groups.soft_assignments.SoftAssignmentPlayer`, its noise model
+``P(G = j | Ĝ = k)`` read off the training rows: :mod:`fairgames.noisy_groups.noise_model`).
 
 Every run whose data has true groups, or that plays a robust method, reports per split
 (``results.json`` ``robust``): the error, the noisy-group and the true-group maximum
 violations, the exact TV-ball worst case of each constraint
-(:func:`fairgames.game.robust.robust_values`) and the ``γ_j`` used; with the true groups
+(:func:`fairgames.noisy_groups.tv_ball.robust_values`) and the ``γ_j`` used; with the true groups
 also the exact worst case over the soft assignments 𝒲 (an LP).
 
 Example:
@@ -37,16 +37,16 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
-from fairgames.game.ideal_soft import IdealSettings
 from fairgames.game.players.base import Player
-from fairgames.game.players.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
-from fairgames.game.players.soft_assignments import SOFT_TIMINGS
-from fairgames.game.robust import robust_values
 from fairgames.game.stochastic import StochasticModel
+from fairgames.noisy_groups.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
+from fairgames.noisy_groups.ideal_soft import IdealSettings
+from fairgames.noisy_groups.soft_assignments import SOFT_TIMINGS
+from fairgames.noisy_groups.tv_ball import robust_values
+from fairgames.train.checks import Checks
 
-from .checks import Checks
-from .robust_select import SELECTS, RobustSelector
-from .robust_soft import noise_model, noise_table, soft_player, soft_values
+from .noise_model import noise_model, noise_table, soft_player, soft_values
+from .select import SELECTS, RobustSelector
 
 METHODS = ("none", "dro", "soft_assignments", "soft_assignments_ideal")
 # each method's own keys: another method's, set away from its default, is refused
@@ -72,9 +72,9 @@ class RobustConfig:
     ``projection_iterations`` (Dykstra rounds) and ``timing`` (``before_theta``: Algorithm 4's
     order W → θ → λ; ``after_theta``: W one step behind); ``select``, the constraint values
     that choose the best iterate and the recommended solution (``noisy`` | ``tv`` |
-    ``tv_sampled`` | ``soft``, :mod:`fairgames.train.robust_select`) and ``select_samples``
+    ``tv_sampled`` | ``soft``, :mod:`fairgames.noisy_groups.select`) and ``select_samples``
     (``tv_sampled``'s random ``p̃`` per group); the ideal algorithm's
-    (``soft_assignments_ideal``, :mod:`fairgames.train.robust_ideal`) ``rounds``,
+    (``soft_assignments_ideal``, :mod:`fairgames.noisy_groups.ideal`) ``rounds``,
     ``theta_steps``, ``tau``, ``penalty_radius``, ``multiplier_lr`` and ``radius``."""
 
     name: str = "none"
@@ -93,7 +93,7 @@ class RobustConfig:
     penalty_radius: float | None = IdealSettings.penalty_radius
     multiplier_lr: float | None = IdealSettings.multiplier_lr
     radius: float | None = IdealSettings.radius
-    # the best iterate's constraint values (fairgames.train.robust_select)
+    # the best iterate's constraint values (fairgames.noisy_groups.select)
     select: str = "noisy"
     select_samples: int = 20
 
@@ -338,7 +338,9 @@ def robust_log(cfg: RobustConfig | None, problem: Problem, evaluator: Any,
 def _split_report(problem: Problem, evaluator: Any, model: torch.nn.Module, ds: TabularDataset,
                   attribute: str, gamma: list[float], chunk: int, has_true: bool,
                   b: torch.Tensor | None) -> dict[str, Any]:
-    from .data import predict_scores  # here: .data imports .config, which imports this
+    from fairgames.train.data import (
+        predict_scores,  # here: .data imports .config, which imports this
+    )
 
     scores = predict_scores(model, ds.features, chunk)
     weights = model.weights if isinstance(model, StochasticModel) else None

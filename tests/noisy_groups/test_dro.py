@@ -10,9 +10,9 @@ from scipy.optimize import linprog, minimize
 
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
-from fairgames.game.players.dro import DROPlayer
 from fairgames.game.projections import project_tv_authors, project_tv_simplex
-from fairgames.game.robust import robust_values, tv_extreme_ratio, tv_max_linear
+from fairgames.noisy_groups.dro import DROPlayer
+from fairgames.noisy_groups.tv_ball import robust_values, tv_extreme_ratio, tv_max_linear
 from fairgames.rates import Batch, error_rate, group, no_host_sync, true_positive_rate
 
 

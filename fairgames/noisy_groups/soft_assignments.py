@@ -3,9 +3,9 @@
 Training data carry noisy group codes ``Ĝ``; the problem's constraints read the TRUE groups
 ``G``, which the player supplies as soft memberships: example ``i`` belongs to true group ``j``
 with weight ``W[ĝ_i, c_i, j]``, ``c_i = 2·ŷ_i + y_i``, ``ŷ = 1[s > 0]`` from the current model
-without gradient (:mod:`fairgames.game.soft_groups`). ``W`` is an adversary inside the
+without gradient (:mod:`fairgames.noisy_groups.soft_groups`). ``W`` is an adversary inside the
 feasible set 𝒲(θ) of Eq. (5): it ascends the Lagrangian ``Σ_k c_k(ω, λ)·R_k(W)`` — the 0/1
-rates as functions of ``W`` (:mod:`fairgames.game.soft_rates`), the exact objective of
+rates as functions of ``W`` (:mod:`fairgames.noisy_groups.soft_rates`), the exact objective of
 Algorithm 4's ``argmax_{w ∈ 𝒲(θ)} Σ_j λ_j g_j(θ, w)`` — by ``steps`` (default 5) Adam steps
 per game step on the gradient's component along 𝒲(θ)'s equalities, each followed by a
 fixed-iteration Dykstra projection onto 𝒲(θ) built from the batch's cell statistics. One
@@ -56,9 +56,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from fairgames.game.players.base import (
+    GameContext,
+    Player,
+    adam_ascent,
+    check_positive_integers,
+    lr_group,
+    step_size,
+)
 from fairgames.rates import Batch
 
-from ..soft_groups import (
+from .soft_groups import (
     affine_projector,
     cell_codes,
     cell_counts,
@@ -68,18 +76,10 @@ from ..soft_groups import (
     initial_assignments,
     memberships,
 )
-from ..soft_rates import CellRates
-from .base import (
-    GameContext,
-    Player,
-    adam_ascent,
-    check_positive_integers,
-    lr_group,
-    step_size,
-)
+from .soft_rates import CellRates
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from ..round import Round
+    from fairgames.game.round import Round
 
 SOFT_OPTIMIZERS = ("adam", "sgd")
 SOFT_TIMINGS = ("after_theta", "before_theta")
@@ -188,9 +188,9 @@ class SoftAssignmentPlayer(Player):
 
     def robust_rows(self, counts: torch.Tensor) -> torch.Tensor:
         """The constraint rows ``[M]`` at the ``W`` played now, on cell counts ``[m̂, 4]``
-        (e.g. a whole split's, :func:`~fairgames.game.soft_groups.cell_counts`): the robust
+        (e.g. a whole split's, :func:`~fairgames.noisy_groups.soft_groups.cell_counts`): the robust
         constraints as the authors' code reports them — at most the exact maximum of
-        :func:`~fairgames.game.soft_worst_case` when ``W`` is in that split's 𝒲."""
+        :func:`~fairgames.noisy_groups.soft_worst_case` when ``W`` is in that split's 𝒲."""
         leaves, _ = self.cells.leaves(counts.to(self.w), self.assignments())
         return self.terms.affine_rows(leaves)
 
@@ -242,7 +242,7 @@ class SoftAssignmentPlayer(Player):
         has emptied of group j; θ then chases a gain that W takes back at once (the authors'
         code multiplies each W row by a relaxed count of its cell for this reason). Here each
         example's flip ``(k, y) → (k, 2 + y)`` is priced at ``Δ = ∂L/∂n[k, 2+y] − ∂L/∂n[k, y]``
-        (:meth:`~fairgames.game.soft_rates.CellRates.count_gradient`, detached) times the
+        (:meth:`~fairgames.noisy_groups.soft_rates.CellRates.count_gradient`, detached) times the
         surrogate of ``1[s > 0]``, the upper bound where ``Δ > 0`` and the lower where
         ``Δ < 0`` (sign-correct).
         """

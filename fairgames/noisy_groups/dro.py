@@ -51,10 +51,9 @@ from typing import Any
 
 import torch
 
+from fairgames.game.players.base import GameContext, Player, adam_ascent, lr_group, step_size
+from fairgames.game.projections import project_tv_authors, project_tv_simplex
 from fairgames.rates import Batch
-
-from ..projections import project_tv_authors, project_tv_simplex
-from .base import GameContext, Player, adam_ascent, lr_group, step_size
 
 OPTIMIZERS = ("sgd", "adam")
 PROJECTIONS = ("exact", "authors")

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 import fairgames.train.config  # noqa: F401  (registers the schema)
 from fairgames.train import RunResult, run
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # Small, quick synthetic runs: the unconstrained model violates equal opportunity by ~0.2.
 FAST = ["data=synthetic", "data.n=3000", "data.group_shift=1.5", "trainer=smoke",
         "trainer.steps=300", "trainer.log_every=25", "trainer.snapshot_every=10",

@@ -1,12 +1,12 @@
 """``robust=soft_assignments_ideal``: paper 004's ideal Algorithms 1 and 3 from a run config
-(:mod:`fairgames.game.ideal_soft`), in place of the game.
+(:mod:`fairgames.noisy_groups.ideal_soft`), in place of the game.
 
 The outer rounds ``T`` are ``trainer.steps`` (null: 50); the other constants are the
 ``robust`` group's keys (``configs/robust/soft_assignments_ideal.yaml``): ``rounds`` (``Q``),
 ``theta_steps`` (the oracle's optimizer steps, with the run's ``optimizer``), ``tau``,
 ``penalty_radius`` (``R′``), ``lr`` (``η_w``), ``multiplier_lr`` (``η_λ``) and ``radius``
 (``R``), null taking Theorems 4/5's values. The noise model ``P(G = j | Ĝ = k)`` is read off
-the training rows (:func:`~fairgames.train.robust_soft.noise_model`), which it plays on in
+the training rows (:func:`~fairgames.noisy_groups.noise_model.noise_model`), which it plays on in
 one full batch. Its output, the uniform mixture of all ``T·Q`` inner iterates, is the
 run's ``stochastic`` solution, recommended by default (``trainer.recommend: auto`` reads
 ``stochastic`` here): a mixture evaluated by expectation, like paper 000's.
@@ -24,12 +24,12 @@ import torch
 
 from fairgames.data import DatasetSplits
 from fairgames.game import Problem
-from fairgames.game.ideal_soft import IdealSettings, IdealSoftAssignments
+from fairgames.noisy_groups.ideal_soft import IdealSettings, IdealSoftAssignments
+from fairgames.train.data import predict_scores
+from fairgames.train.solutions import Candidates
 
-from .data import predict_scores
+from .noise_model import noise_model
 from .robust import RobustConfig, check_splits
-from .robust_soft import noise_model
-from .solutions import Candidates
 
 IDEAL = "soft_assignments_ideal"
 DEFAULT_OUTER = 50      # trainer.steps: null

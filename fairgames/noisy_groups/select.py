@@ -6,12 +6,13 @@ snapshots on the NOISY-group constraints; the other rules replace each constrain
 a robust one on the selection split, at report time (no step of the game reads them):
 
 * ``tv``: the exact maximum over the TV balls ``‖p̃_j − p̂_j‖₁ ≤ 2γ_j`` ∩ simplex, constraint
-  (3) (:func:`~fairgames.game.robust.robust_values`: the closed form / Dinkelbach per group);
+  (3) (:func:`~fairgames.noisy_groups.tv_ball.robust_values`: the closed form / Dinkelbach per
+  group);
 * ``tv_sampled``: the largest value over ``robust.select_samples`` random ``p̃_j`` per group,
-  drawn as the authors' code draws them (:func:`~fairgames.game.robust.sample_tv_ball`,
+  drawn as the authors' code draws them (:func:`~fairgames.noisy_groups.tv_ball.sample_tv_ball`,
   seeded by the run's seed; the same draws for every candidate) — a lower bound on (3);
 * ``soft``: the exact worst case over the soft assignments 𝒲, constraint (7) (an LP per
-  candidate, :func:`~fairgames.train.robust_soft.soft_values`);
+  candidate, :func:`~fairgames.noisy_groups.noise_model.soft_values`);
 * ``played`` (``robust=dro``, selection on train): the constraints under the ``p̃_j`` the
   adversary held at the candidate's step (snapshotted with the model at the same steps,
   :class:`PlayedState`; the final model's: the last ``p̃``) — the value the game itself
@@ -38,9 +39,9 @@ from torch import nn
 
 from fairgames.data import TabularDataset
 from fairgames.game import Problem
-from fairgames.game.robust import robust_values, sample_tv_ball
+from fairgames.noisy_groups.tv_ball import robust_values, sample_tv_ball
 
-from .robust_soft import soft_values
+from .noise_model import soft_values
 
 SELECTS = ("noisy", "tv", "tv_sampled", "soft", "played")
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 from scipy.stats import rankdata
 
-from fairgames.game.robust import robust_values, sample_tv_ball
+from fairgames.noisy_groups.select import merge_rows
+from fairgames.noisy_groups.tv_ball import robust_values, sample_tv_ball
 from fairgames.rates import group, true_positive_rate
 from fairgames.train import ConfigError, run
 from fairgames.train.data import predict_scores
 from fairgames.train.report import validate_results
-from fairgames.train.robust_select import merge_rows
 
 # equal opportunity, g_j = TPR − α − TPR_j ≤ 0, on noisy synthetic groups
 EO = ["problem=equal_opportunity", "robust=dro", "trainer.steps=200",

@@ -15,7 +15,7 @@ constant below is this implementation's choice, §5.17). One outer round ``t``:
    warm-started — the κ of the oracle is what those steps leave), the iterate ``θ^(q)``
    kept, then ``w_j ← Π_{𝒲_Δ}(w_j + η_w ∇_{w_j} ω_j)`` at ``θ^(q)``'s 0/1 cell counts.
 2. **Algorithm 1's λ-step**: ``δ_j`` = the mean over the round's ``Q`` iterates of the exact
-   worst case ``max_{w ∈ 𝒲(θ)} g_j(θ, w)`` (an LP, :func:`~fairgames.game.soft_worst_case`,
+   worst case ``max_{w ∈ 𝒲(θ)} g_j(θ, w)`` (an LP, :func:`~fairgames.noisy_groups.soft_worst_case`,
    scipy HiGHS on the host, so ``ρ′`` is the LP's tolerance); ``λ ← Π_Λ(λ + η_λ δ)`` with
    ``Λ = {λ ≥ 0, ‖λ‖₁ ≤ R}``.
 
@@ -59,11 +59,12 @@ from typing import Any
 
 import torch
 
+from fairgames.game.players.base import check_positive_integers
+from fairgames.game.problem import Problem
+from fairgames.game.projections import project_l1_ball_nonnegative, project_simplices
+from fairgames.game.stochastic import StochasticModel
 from fairgames.rates import Batch
 
-from .players.base import check_positive_integers
-from .problem import Problem
-from .projections import project_l1_ball_nonnegative, project_simplices
 from .soft_groups import (
     cell_codes,
     cell_counts,
@@ -74,7 +75,6 @@ from .soft_groups import (
 )
 from .soft_rates import CellRates
 from .soft_worst_case import soft_worst_case
-from .stochastic import StochasticModel
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Paper 004's ideal Algorithms 1/3 (fairgames.game.ideal_soft), against independent
+"""Paper 004's ideal Algorithms 1/3 (fairgames.noisy_groups.ideal_soft), against independent
 references: scipy's LP over ℳ for the closed-form μ, finite differences for the w-gradient,
 scipy's LP over the mixture's own members for the output, and a bit-exact resume."""
 
@@ -13,17 +13,17 @@ from scipy.optimize import linprog
 
 from fairgames.data import make_synthetic, noisy_splits
 from fairgames.game import Problem
-from fairgames.game.ideal_soft import (
+from fairgames.game.projections import project_simplex, project_simplices
+from fairgames.noisy_groups.ideal_soft import (
     IdealSettings,
     IdealSoftAssignments,
     mu_minimum,
     relaxed_rows,
 )
-from fairgames.game.projections import project_simplex, project_simplices
-from fairgames.game.soft_groups import cell_fractions
-from fairgames.game.soft_worst_case import soft_worst_case
+from fairgames.noisy_groups.noise_model import noise_model
+from fairgames.noisy_groups.soft_groups import cell_fractions
+from fairgames.noisy_groups.soft_worst_case import soft_worst_case
 from fairgames.rates import error_rate, group, true_positive_rate
-from fairgames.train.robust_soft import noise_model
 
 
 def _problem(attribute: str = "group", values=("0", "1"), tolerance: float = 0.05) -> Problem:

@@ -13,14 +13,14 @@ from fairgames.data import (
     make_synthetic,
     noisy_splits,
 )
-from fairgames.game.robust import robust_values
+from fairgames.noisy_groups.robust import check_splits, estimate_gamma
+from fairgames.noisy_groups.tv_ball import robust_values
 from fairgames.rates import group, true_positive_rate
 from fairgames.train import ConfigError, run
 from fairgames.train.data import load_splits
 from fairgames.train.engine import Engine, GameData
 from fairgames.train.logger import clean_tag
 from fairgames.train.report import validate_results
-from fairgames.train.robust import check_splits, estimate_gamma
 
 # the bound test's data: balanced groups, similar base rates, little noise, so that a model
 # can meet the exact robust constraint (TPR_j may lose ≈ γ_j / P(y=1 | j) to the adversary)
@@ -257,8 +257,10 @@ def test_tensorboard_shows_true_noisy_and_robust_curves_lambda_and_w(sa_runs):
 def test_the_sa_worst_case_bounds_the_value_at_the_players_w():
     """The LP maximum over 𝒲 of a split's statistics ≥ the constraints at any W in that 𝒲,
     e.g. the player's W projected (many Dykstra rounds) onto the training rows' 𝒲."""
-    from fairgames.game import Problem, SoftAssignmentPlayer
-    from fairgames.game.soft_groups import (
+    from fairgames.game import Problem
+    from fairgames.noisy_groups import SoftAssignmentPlayer
+    from fairgames.noisy_groups.noise_model import soft_values
+    from fairgames.noisy_groups.soft_groups import (
         affine_projector,
         cell_codes,
         cell_counts,
@@ -266,7 +268,6 @@ def test_the_sa_worst_case_bounds_the_value_at_the_players_w():
         dykstra,
     )
     from fairgames.rates import error_rate
-    from fairgames.train.robust_soft import soft_values
 
     splits = noisy_splits(make_synthetic(n=2000, seed=5), "group", 0.3, seed=2)
     train = splits.train

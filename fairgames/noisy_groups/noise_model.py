@@ -21,9 +21,9 @@ import torch
 
 from fairgames.data import TabularDataset, estimate_group_noise, true_attribute
 from fairgames.game import Problem
-from fairgames.game.players.soft_assignments import SoftAssignmentPlayer
-from fairgames.game.soft_groups import cell_codes, cell_counts
-from fairgames.game.soft_worst_case import soft_worst_case
+from fairgames.noisy_groups.soft_assignments import SoftAssignmentPlayer
+from fairgames.noisy_groups.soft_groups import cell_codes, cell_counts
+from fairgames.noisy_groups.soft_worst_case import soft_worst_case
 
 
 def noise_model(train: TabularDataset, attribute: str) -> torch.Tensor:
@@ -53,7 +53,7 @@ def soft_player(train: TabularDataset, attribute: str, *, lr: float, steps: int,
 def soft_values(problem: Problem, scores: torch.Tensor, ds: TabularDataset, attribute: str,
                 b: torch.Tensor, mixture_weights: torch.Tensor | None = None
                 ) -> dict[str, float | None] | None:
-    """Each constraint's exact maximum over 𝒲 (:func:`~fairgames.game.soft_worst_case`) at
+    """Each constraint's exact maximum over 𝒲 (:func:`~fairgames.noisy_groups.soft_worst_case`) at
     the split's cell counts (a stochastic model's: the mixture-weighted counts of its
     members); ``None`` when the problem is not linear in rates of labels, predictions and
     ``attribute`` (the LP does not cover it). Host-side, at report time."""
