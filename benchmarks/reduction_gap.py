@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fairgames.fair_regression import LeastSquaresOracle, ParityGame, RiskOracle, best_lambda
+from fairgames.fair_regression.discretize import lagrangian_costs
+from fairgames.fair_regression.expgrad import _Mixture
+from fairgames.fair_regression.fitting import Fitter
+from fairgames.fair_regression.sample import Sample
 from fairgames.game.players.multipliers import ExponentiatedGradient
-from fairgames.game.reduction import LeastSquaresOracle, ParityGame, RiskOracle, best_lambda
-from fairgames.game.reduction.discretize import lagrangian_costs
-from fairgames.game.reduction.expgrad import _Mixture
-from fairgames.game.reduction.fitting import Fitter
-from fairgames.game.reduction.sample import Sample
 from fairgames.rates.losses import as_loss
 
 HERE = Path(__file__).resolve().parent

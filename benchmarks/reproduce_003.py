@@ -4,7 +4,7 @@ On Adult, Adult-2k, Law, Law-2k and Crime (the paper-003 recipes of ``fairgames.
 50/50 train / test, Adult-2k and Law-2k a seeded 2 000-row sample before the split), per data
 set and seed, over a grid of ε̂ (notes §3.3):
 
-* the paper's reduction, Algorithm 1 (:func:`fairgames.game.reduction.fair_regression`,
+* the paper's reduction, Algorithm 1 (:func:`fairgames.fair_regression.fair_regression`,
   linear model ``nn.Linear(d, 1)``) with the paper's matrix of oracles — Adult: LS, LR;
   Adult-2k: CS, LS, LR; Law: LS; Law-2k: CS, LS; Crime: CS, LS — squared loss on Law and
   Crime, the bounded logistic loss on Adult;
@@ -320,7 +320,7 @@ def unconstrained(key: str, seed: int) -> Any:
 
 @functools.cache
 def _unconstrained(key: str, seed: int) -> Any:
-    from fairgames.baselines import BoundedLogisticRegression, LeastSquares
+    from fairgames.fair_regression.baselines import BoundedLogisticRegression, LeastSquares
 
     x, y, _ = data(key, seed)["train"]
     model = LeastSquares() if DATASETS[key].task == "squared" else BoundedLogisticRegression()
@@ -439,7 +439,7 @@ def run_baseline(cell: dict[str, Any]) -> dict[str, Any]:
         return {"points": [point(key, seed, method, lambda v: model.predict(v)[None], one,
                                  None)]}
     if method.startswith("seo_"):
-        from fairgames.baselines import SEO
+        from fairgames.fair_regression.baselines import SEO
 
         variant = method.removeprefix("seo_")
         seo = SEO(variant, group_columns=data(key, seed)["group_columns"]
@@ -450,7 +450,7 @@ def run_baseline(cell: dict[str, Any]) -> dict[str, Any]:
         return {"points": [point(key, seed, method, score, one, None)],
                 "grid_point": point(key, seed, method, score, one, GRID_SIZE)}
     try:
-        from fairgames.baselines import FairClassification  # type: ignore[attr-defined]
+        from fairgames.fair_regression.baselines import FairClassification
     except ImportError as e:
         raise NotRun("FairClassification not available") from e
     fc = FairClassification(FC_LAMBDAS).fit(x, y, codes)
@@ -473,7 +473,7 @@ def run_reduction(cell: dict[str, Any], mode: str, *, grid_size: int = GRID_SIZE
                   max_iterations: int | None = None, check_every: int | None = None
                   ) -> dict[str, Any]:
     """Algorithm 1 with a linear model and one oracle at ``cell["eps"]``."""
-    from fairgames.game.reduction import ReductionConfig, fair_regression
+    from fairgames.fair_regression import ReductionConfig, fair_regression
 
     key, seed = cell["data"], cell["seed"]
     oracle = cell["method"].split("_")[-1]

@@ -41,6 +41,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.data import DataError
+from fairgames.fair_regression.method import outcome_line
 from fairgames.noisy_groups.robust import robust_line
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
@@ -49,7 +50,6 @@ from fairgames.train.checkpoint import NoCheckpointError
 from fairgames.train.early_stop import early_stop_line
 from fairgames.train.launch import LAUNCHERS
 from fairgames.train.parallel import hydra_args, leave, writes_outputs
-from fairgames.train.reduction import outcome_line
 from fairgames.train.report import largest_violation
 from fairgames.train.resume import hydra_resume_args, hydra_run_dir_args
 from fairgames.train.tune import one_thread_per_job, tune

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from fairgames.game.reduction.discretize import predictor_cost
+from fairgames.fair_regression.discretize import predictor_cost
 
 
 def finite_problem(seed: int = 0, n: int = 240, k: int = 12):

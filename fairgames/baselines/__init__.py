@@ -1,12 +1,12 @@
-"""Baselines of paper 000's experiments (and paper 003's regression baselines in
-:mod:`.regression`, its FC baseline in :mod:`.fair_classification`), usable on any data
-set: a logistic class-probability model, PostShift group thresholds (Hardt et al. 2016
-style), the plug-in F-measure classifier (UncF1) and COCO (Narasimhan 2018: Frank-Wolfe with a
-plug-in cost-sensitive oracle inside gradient descent-ascent on the multipliers).
+"""Baselines of paper 000's experiments, usable on any data set: a logistic class-probability
+model, PostShift group thresholds (Hardt et al. 2016 style), the plug-in F-measure classifier
+(UncF1) and COCO (Narasimhan 2018: Frank-Wolfe with a plug-in cost-sensitive oracle inside
+gradient descent-ascent on the multipliers).
 
 They work on plain tensors (features, 0/1 labels, integer group codes), so they need nothing
 from the training engine. UncError — the unconstrained hinge model — is the engine's own
-``problem=error`` run.
+``problem=error`` run. Paper 003's regression baselines and FC are its family's:
+:mod:`fairgames.fair_regression.baselines`.
 
 Example:
     >>> from fairgames.data import make_synthetic
@@ -20,24 +20,18 @@ Example:
     [0.35, 0.35]
 """
 
-from ._checks import BaselineError
+from .checks import BaselineError
 from .coco import COCO, Confusion, kld
-from .fair_classification import FairClassification
 from .logistic import LogisticRegression
-from .regression import SEO, BoundedLogisticRegression, LeastSquares
 from .thresholds import PluginF1, PostShift, best_f1_threshold
 
 __all__ = [
     "COCO",
     "BaselineError",
-    "BoundedLogisticRegression",
     "Confusion",
-    "FairClassification",
-    "LeastSquares",
     "LogisticRegression",
     "PluginF1",
     "PostShift",
-    "SEO",
     "best_f1_threshold",
     "kld",
 ]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import ArrayLike, BaselineError, as_groups, as_labels, as_vector
+from .checks import ArrayLike, BaselineError, as_groups, as_labels, as_vector
 
 EPS = 1e-6
 

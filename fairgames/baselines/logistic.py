@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import ArrayLike, BaselineError, as_features, as_labels, as_weights
+from .checks import ArrayLike, BaselineError, as_features, as_labels, as_weights
 
 
 class LogisticRegression:

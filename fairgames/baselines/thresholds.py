@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import ArrayLike, BaselineError, as_features, as_groups, as_labels, as_vector
+from .checks import ArrayLike, BaselineError, as_features, as_groups, as_labels, as_vector
 from .logistic import LogisticRegression
 
 

@@ -59,7 +59,7 @@ RESERVED = ("tolerance", "protected_group", "groups", "thresholds", "target_loss
 # target, the bounded logistic loss of its Ex. 2 for a binary one).
 TARGET_LOSSES = {"real": "squared", "binary": "bounded_logistic"}
 # The games of paper 003's reduction a problem can name (``reduction``): the constraints of
-# fairgames.game.reduction.fair_regression.CONSTRAINTS (problems does not import game; a test
+# fairgames.fair_regression.reduction.CONSTRAINTS (problems does not import game; a test
 # holds the two equal).
 REDUCTION_GAMES = (None, "sp", "bgl")
 # Losses paper 003 defines for predictions in [0, 1] (the others are margin losses on scores).

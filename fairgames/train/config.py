@@ -36,6 +36,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from fairgames.fair_regression.reduction import CONFIG_KEYS as REDUCTION_KEYS
 from fairgames.game import PRESETS
 from fairgames.game.players import MULTIPLIER_OPTIMIZERS as _LAMBDA_OPTIMIZERS
 from fairgames.game.players import (
@@ -47,7 +48,6 @@ from fairgames.game.players import (
     watch_strategies,
 )
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
-from fairgames.game.reduction.fair_regression import CONFIG_KEYS as REDUCTION_KEYS
 from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 from fairgames.noisy_groups.robust import RobustConfig, check_robust
 
@@ -243,7 +243,7 @@ LARGE_GAME = ("switch", "keep")
 # (fairgames.train.family) or is kept as named
 FAMILY_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
-# algorithm=reduction: paper 003's reduction (fairgames.train.reduction), not a game preset.
+# algorithm=reduction: paper 003's reduction (fairgames.fair_regression.method), not a game preset.
 # It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
 # response (theta_steps: L-BFGS iterations where there is no closed form) and reads
 # REDUCTION_KEYS (best_response, gap); every other player key must stay at its default.

@@ -45,6 +45,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fairgames.data import DatasetSplits
 from fairgames.data.crossed import constrained_counts, constrained_values
+from fairgames.fair_regression.method import (
+    log_reduction,
+    play_reduction,
+    plot_reduction,
+    reduction_candidates,
+    reduction_record,
+    reduction_settings,
+    row_names,
+)
 from fairgames.game import (
     DEFAULT_PRESET,
     ConstrainedOptimizer,
@@ -121,15 +130,6 @@ from .logger import RunLogger
 from .outputs import log_final, write_files, write_outputs
 from .parallel import DataParallel, join, shared_run_dir, wrap
 from .recommend import recommend
-from .reduction import (
-    log_reduction,
-    play_reduction,
-    plot_reduction,
-    reduction_candidates,
-    reduction_record,
-    reduction_settings,
-    row_names,
-)
 from .report import (
     SCHEMA_VERSION,
     clean_numbers,
@@ -157,7 +157,7 @@ class RunResult:
             also :attr:`recommended`).
         engine: the training loop (history, snapshots, game); ``None`` for
             ``algorithm=reduction`` (``extras["reduction"]`` holds its
-            :class:`~fairgames.game.reduction.ReductionResult`).
+            :class:`~fairgames.fair_regression.ReductionResult`).
         stopped: the run ended at ``trainer.stop_after`` before finishing (its checkpoint:
             ``engine.last_checkpoint``).
 
@@ -1099,7 +1099,7 @@ def _finish(ctx: RunContext, baselines: Mapping[str, torch.Tensor] | None, built
 
 # ----------------------------------------------------------------------- algorithm=reduction
 def _execute_reduction(inputs: RunInputs) -> RunResult:
-    """Paper 003's reduction (:mod:`fairgames.train.reduction`) in place of the game: the
+    """Paper 003's reduction (:mod:`fairgames.fair_regression.method`) in place of the game: the
     same data, problem, evaluation and outputs, its iterates as the candidates."""
     ctx = _load(inputs)
     spec, trainer, train = inputs.spec, inputs.trainer, ctx.splits.train

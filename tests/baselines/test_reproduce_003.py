@@ -93,7 +93,7 @@ def test_fc_is_scored_by_the_log_loss_of_its_own_probabilities(rep, monkeypatch)
     cell evaluates are a strictly increasing map of them)."""
     from sklearn.metrics import log_loss
 
-    from fairgames.baselines import FairClassification
+    from fairgames.fair_regression.baselines import FairClassification
 
     monkeypatch.setattr(rep, "FC_LAMBDAS", (-0.5, -0.25, 0.0, 0.25, 0.5))   # the code's grid
     record = rep.run_baseline({"data": "adult2k", "seed": 4, "method": "fc"})
@@ -389,7 +389,7 @@ def test_a_cells_certificate_keeps_its_scope(rep):
     # keeps that string beside the numbers, which it writes as floats
     from types import SimpleNamespace
 
-    from fairgames.game.reduction import Certificate
+    from fairgames.fair_regression import Certificate
 
     cert = Certificate(iterations=3, iteration_bound=10.0, max_violation=-0.01,
                        violation_bound=0.1, objective=0.2, dual_bound=0.19, gap=0.05,

@@ -211,7 +211,7 @@ def test_spec_errors_are_clear(tmp_path):
 
 def test_the_reduction_games_a_problem_names_are_the_reductions_constraints():
     """problems and game do not import each other: the one list is held equal here."""
-    from fairgames.game.reduction.fair_regression import CONSTRAINTS
+    from fairgames.fair_regression.reduction import CONSTRAINTS
     from fairgames.problems.spec import REDUCTION_GAMES
 
     assert [g for g in REDUCTION_GAMES if g is not None] == list(CONSTRAINTS)

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import ArrayLike, BaselineError, as_features, as_groups, as_vector
+from fairgames.baselines.checks import ArrayLike, BaselineError, as_features, as_groups, as_vector
 
 C_LOGISTIC = 5.0
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from fairgames.data import load
-from fairgames.game.reduction import ReductionConfig, fair_regression
+from fairgames.fair_regression import ReductionConfig, fair_regression
 
 fairlearn_reductions = pytest.importorskip("fairlearn.reductions")
 linear_model = pytest.importorskip("sklearn.linear_model")

@@ -10,9 +10,9 @@ import torch
 from finite_hypotheses import FiniteOracle, finite_problem
 from scipy.optimize import linprog
 
-from fairgames.game.reduction import ParityGame, play
-from fairgames.game.reduction.discretize import costs, predictor_cost, prefix_sums
-from fairgames.game.reduction.sample import Sample
+from fairgames.fair_regression import ParityGame, play
+from fairgames.fair_regression.discretize import costs, predictor_cost, prefix_sums
+from fairgames.fair_regression.sample import Sample
 from fairgames.rates.losses import ABSOLUTE
 from fairgames.rates.thresholds import threshold_grid, threshold_rates
 

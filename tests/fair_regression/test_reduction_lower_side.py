@@ -14,10 +14,10 @@ import torch
 from finite_hypotheses import FiniteOracle, finite_problem
 from scipy.optimize import linprog
 
-from fairgames.game.reduction import ParityGame, ReductionConfig, fair_regression, play
-from fairgames.game.reduction.discretize import costs, predictor_cost
-from fairgames.game.reduction.fair_regression import lower_side
-from fairgames.game.reduction.sample import Sample
+from fairgames.fair_regression import ParityGame, ReductionConfig, fair_regression, play
+from fairgames.fair_regression.discretize import costs, predictor_cost
+from fairgames.fair_regression.reduction import lower_side
+from fairgames.fair_regression.sample import Sample
 from fairgames.rates.losses import ABSOLUTE
 from fairgames.rates.thresholds import threshold_grid, threshold_rates
 

@@ -12,10 +12,10 @@ import scipy.sparse as sp
 import torch
 from scipy.optimize import linprog, minimize
 
-from fairgames.game.reduction import GroupLossGame
-from fairgames.game.reduction.discretize import prefix_sums, targets
-from fairgames.game.reduction.fitting import Fitter, outputs
-from fairgames.game.reduction.oracles import (
+from fairgames.fair_regression import GroupLossGame
+from fairgames.fair_regression.discretize import prefix_sums, targets
+from fairgames.fair_regression.fitting import Fitter, outputs
+from fairgames.fair_regression.oracles import (
     CostSensitiveOracle,
     LeastSquaresOracle,
     RiskOracle,
@@ -24,7 +24,7 @@ from fairgames.game.reduction.oracles import (
     pair_labels,
     stationary_weight,
 )
-from fairgames.game.reduction.sample import Sample
+from fairgames.fair_regression.sample import Sample
 from fairgames.rates.losses import BOUNDED_LOGISTIC, SQUARED
 from fairgames.rates.thresholds import threshold_grid
 
@@ -260,7 +260,7 @@ def test_the_pair_product_gram_equals_numpys_weighted_gram(seed):
     """Design.gram through the rows' pair products (one-hot columns, a dense column, empty
     rows, all-zero columns) equals numpy's aᵀ diag(w) a, and the sparse product's fallback
     above the budget does too."""
-    from fairgames.game.reduction.fitting import Design, pair_products
+    from fairgames.fair_regression.fitting import Design, pair_products
 
     rng = np.random.default_rng(seed)
     n = 300
@@ -287,7 +287,7 @@ def test_newton_started_at_its_optimum_stops_at_the_objectives_resolution():
     optimum no worse — the result still matches sklearn's logistic regression."""
     from sklearn.linear_model import LogisticRegression
 
-    from fairgames.game.reduction.fitting import newton, with_intercept
+    from fairgames.fair_regression.fitting import newton, with_intercept
 
     g = torch.Generator().manual_seed(3)
     x = torch.randn(400, 3, generator=g, dtype=torch.float64)

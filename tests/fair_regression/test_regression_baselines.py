@@ -8,8 +8,9 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from fairgames.baselines import SEO, BaselineError, BoundedLogisticRegression, LeastSquares
+from fairgames.baselines import BaselineError
 from fairgames.data import load
+from fairgames.fair_regression.baselines import SEO, BoundedLogisticRegression, LeastSquares
 
 
 @pytest.fixture(scope="module")

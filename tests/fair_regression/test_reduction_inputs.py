@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fairgames.game.reduction import ReductionConfig, fair_regression
+from fairgames.fair_regression import ReductionConfig, fair_regression
 
 
 def _data(n: int = 40):

@@ -11,8 +11,9 @@ import torch
 from fairlearn.reductions import DemographicParity, GridSearch
 from sklearn.linear_model import LogisticRegression as SkLR
 
-from fairgames.baselines import BaselineError, FairClassification, LogisticRegression
-from fairgames.baselines.fair_classification import relabel
+from fairgames.baselines import BaselineError, LogisticRegression
+from fairgames.fair_regression.baselines import FairClassification
+from fairgames.fair_regression.baselines.fair_classification import relabel
 from fairgames.rates.thresholds import threshold_rates
 
 C = 10.0

@@ -62,8 +62,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import ArrayLike, BaselineError, as_features, as_groups
-from .logistic import LogisticRegression
+from fairgames.baselines.checks import ArrayLike, BaselineError, as_features, as_groups
+from fairgames.baselines.logistic import LogisticRegression
+
 from .regression import unit_targets
 
 DEFAULT_LAMBDAS = (-0.5, -0.25, 0.0, 0.25, 0.5)

@@ -1,7 +1,7 @@
 """``algorithm=reduction``: paper 003's reduction played from a run config.
 
 A problem that names its paper-003 game (``reduction: sp`` in ``sp_regression``, ``bgl`` in
-``bounded_group_loss``) is handed to :func:`fairgames.game.reduction.fair_regression` on the
+``bounded_group_loss``) is handed to :func:`fairgames.fair_regression.fair_regression` on the
 training split: exponentiated gradient on λ (``algorithm.radius`` = B, ``multiplier_lr`` =
 η) against the ``algorithm.best_response`` oracle, stopped by the duality gap
 ``algorithm.gap`` (ν, read every ``trainer.log_every`` iterations) or at ``trainer.steps``
@@ -29,14 +29,13 @@ from typing import Any
 import torch
 
 from fairgames.data import DatasetSplits, TabularDataset
-from fairgames.game.reduction import ReductionConfig, ReductionResult, fair_regression
+from fairgames.fair_regression import ReductionConfig, ReductionResult, fair_regression
 from fairgames.game.solutions import StochasticModel
 from fairgames.models import GridRounded
 from fairgames.problems.spec import TARGET_LOSSES
-
-from .data import predict_scores
-from .logger import RunLogger
-from .solutions import Candidates
+from fairgames.train.data import predict_scores
+from fairgames.train.logger import RunLogger
+from fairgames.train.solutions import Candidates
 
 DEFAULT_BOUND = ReductionConfig.bound          # B
 # η. The paper's ν/(8B) (SP) makes Theorem 4's iteration bound hold but moves λ ~1 000x

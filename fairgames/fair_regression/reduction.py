@@ -49,7 +49,7 @@ class ReductionConfig:
     plays one weighted ERM) or a callable ``c_λ [n, N] -> module``; ``inner_steps`` bounds the
     L-BFGS iterations of one best response where there is no closed form; ``seed`` seeds the
     model factory. ``lower_side`` is how the gap's lower side ν̲ reads ``Best_h(λ̂)``
-    (:func:`~fairgames.game.reduction.expgrad.play`'s ``lower``): ``"oracle"``, the oracle's
+    (:func:`~fairgames.fair_regression.expgrad.play`'s ``lower``): ``"oracle"``, the oracle's
     response, or ``"found"``, the best of it and every iterate by the true Lagrangian (the
     certificate then holds against every mixture of the hypotheses found); ``None``:
     ``"found"`` for ``lr`` — a heuristic whose response at λ̂ loses to earlier iterates by
@@ -98,7 +98,7 @@ class ReductionConfig:
 
 # The run config's algorithm=reduction reads these two keys, and the λ-player's
 # (``radius`` = B, ``multiplier_lr`` = η) and the best response's (``theta_steps``: L-BFGS
-# iterations where there is no closed form); fairgames.train.reduction maps them.
+# iterations where there is no closed form); fairgames.fair_regression.method maps them.
 CONFIG_KEYS = (
     ConfigKey("best_response", str, "ls", "the SP reduction's best response: ls (least "
               "squares to the argmin targets), lr (two weighted 0/1 copies) or cs "
@@ -146,7 +146,7 @@ def fair_regression(model_factory: Callable[[], nn.Module], x: torch.Tensor, y: 
         x: features ``[n, d]``; y: targets ``[n]`` in [0, 1]; codes: group codes ``[n]``.
         config: the settings; keyword ``changes`` replace single fields of it.
 
-    Returns the :class:`~fairgames.game.reduction.expgrad.ReductionResult`: the mixture,
+    Returns the :class:`~fairgames.fair_regression.expgrad.ReductionResult`: the mixture,
     outcome, certificate, history and oracle timings.
     """
     config = dataclasses.replace(config or ReductionConfig(), **changes)  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairgames.game.reduction import best_lambda
-from fairgames.game.reduction.discretize import (
+from fairgames.fair_regression import best_lambda
+from fairgames.fair_regression.discretize import (
     cells,
     clamped_loss,
     costs,

@@ -17,7 +17,7 @@ PATTERN = """
 import ctypes, sys
 from pathlib import Path
 import numpy as np
-from fairgames.game.reduction.heap import release_freed_heap
+from fairgames.fair_regression.heap import release_freed_heap
 def resident_mb():
     return int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
 ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 25)         # M_MMAP_THRESHOLD: 32 MB

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fairgames.game.reduction import ReductionConfig, fair_regression
-from fairgames.game.reduction.discretize import discretized_loss
+from fairgames.fair_regression import ReductionConfig, fair_regression
+from fairgames.fair_regression.discretize import discretized_loss
 from fairgames.rates.losses import SQUARED
 from fairgames.rates.thresholds import threshold_grid, threshold_rates
 

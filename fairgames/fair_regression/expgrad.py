@@ -125,7 +125,7 @@ class ReductionResult:
 
     ``model`` holds the raw iterates f. SP's guarantee is for the randomised, rounded
     predictor: draw a member per example and deploy
-    :func:`~fairgames.game.reduction.discretize.rounded` of its output (notes §2.4); its
+    :func:`~fairgames.fair_regression.discretize.rounded` of its output (notes §2.4); its
     threshold rates on the grid are the raw members' (the cells are the same)."""
 
     model: StochasticModel

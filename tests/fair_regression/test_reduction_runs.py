@@ -14,11 +14,11 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from fairgames.fair_regression.method import outcome_line
 from fairgames.game.solutions import load_solution
 from fairgames.models import GridRounded, LinearModel
 from fairgames.train import ConfigError, run, validate
 from fairgames.train.data import load_splits
-from fairgames.train.reduction import outcome_line
 
 
 def _ks(members: np.ndarray, q: np.ndarray, codes: np.ndarray) -> float:
