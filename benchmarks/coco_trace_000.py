@@ -188,7 +188,7 @@ def chosen(result: dict[str, Any], rounds: int, lrs: list[float]) -> dict[str, f
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from fairgames.train.launch import add_launcher_arguments
+    from fairgames.train.sweeps.launch import add_launcher_arguments
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="+", default=list(rep.DATASETS), choices=rep.DATASETS)
@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         committed_cell(a.cells, f"baselines_{ds}_s{s}")
     if a.launcher == "inline":
         results = [trace_split(j) for j in jobs]
-    else:                    # one Hydra multirun (fairgames.train.launch)
-        from fairgames.train.launch import launch
+    else:                    # one Hydra multirun (fairgames.train.sweeps.launch)
+        from fairgames.train.sweeps.launch import launch
 
         results = launch(f"{Path(__file__).resolve()}:trace_split", jobs,
                          a.work_dir / "launch", a.launcher, a.jobs)

@@ -39,7 +39,7 @@ Each (data set, split, method, learning rates) is a *cell*, saved in
 after a kill); a rerun skips the cells already saved (resumable). The cells run as one Hydra
 multirun on ``--launcher`` (default ``joblib``, ``--jobs`` at a time, one torch thread each;
 ``submitit_slurm`` on a cluster, with ``--launcher-override hydra.launcher.partition=...``;
-``inline`` runs them in this process; ``fairgames.train.launch``). Run by hand, not in CI::
+``inline`` runs them in this process; ``fairgames.train.sweeps.launch``). Run by hand, not in CI::
 
     python benchmarks/reproduce_000.py --quick                  # minutes; *.quick.{md,json}
     python benchmarks/reproduce_000.py                          # the paper's protocol (hours)
@@ -408,7 +408,7 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
     if launcher == "inline":
         results: Iterable[tuple[str, str]] = map(_worker, todo)
     else:
-        from fairgames.train.launch import launch
+        from fairgames.train.sweeps.launch import launch
 
         results = launch(f"{Path(__file__).resolve()}:_worker", todo,
                          Path(args["work_dir"]) / "launch", launcher, jobs, launcher_overrides)
@@ -421,7 +421,7 @@ def run_all(unc_cells: list[dict[str, Any]], rest: list[dict[str, Any]], args: d
             ) -> None:
     """UncError's cells, then the rest with its bounds; the new cells end in one archive
     (a killed run's are packed first). ``launcher``: ``inline`` (this process) or a Hydra
-    launcher of :mod:`fairgames.train.launch`."""
+    launcher of :mod:`fairgames.train.sweeps.launch`."""
     how = {"launcher": launcher, "launcher_overrides": launcher_overrides}
     with store_of(args).packing():
         run_cells(unc_cells, args, jobs, **how)
@@ -843,7 +843,7 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from fairgames.train.launch import add_launcher_arguments
+    from fairgames.train.sweeps.launch import add_launcher_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",

@@ -34,8 +34,8 @@ Cells that cannot run (FC while ``FairClassification`` is missing) are reported 
 not saved, so a later rerun runs them. The cells run as jobs of a Hydra launcher
 (``--launcher``, default ``joblib`` with ``--jobs`` at a time, one torch thread each;
 ``submitit_slurm`` on a cluster, ``--launcher-override hydra.launcher.partition=...``;
-``inline``: this process; :mod:`fairgames.train.launch`), each job saving its own cell. Run by
-hand, not in CI::
+``inline``: this process; :mod:`fairgames.train.sweeps.launch`), each job saving its own cell. Run
+by hand, not in CI::
 
     python benchmarks/reproduce_003.py --quick              # minutes: *.quick.{json,md,png}
     python benchmarks/reproduce_003.py --jobs 2             # the paper's protocol: cells of 7.2 h
@@ -264,7 +264,7 @@ def split_summary(per: torch.Tensor, ks: float, grid: float, task: str,
 def frontier_indices(points: Sequence[dict[str, Any]]) -> list[int]:
     """The points on the lower convex envelope of (train KS, train loss), sorted by KS (the
     paper's selection on train)."""
-    from fairgames.train.sweep import lower_envelope
+    from fairgames.train.sweeps.sweep import lower_envelope
 
     return lower_envelope([p["train"]["ks"] for p in points],
                           [p["train"]["loss"] for p in points])
@@ -281,7 +281,7 @@ def envelope_at(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
         >>> envelope_at([0.2, 1.0], [1.0, 0.0], 0.1)
         inf
     """
-    from fairgames.train.sweep import lower_envelope
+    from fairgames.train.sweeps.sweep import lower_envelope
 
     idx = lower_envelope(xs, ys)
     px, py = [float(xs[i]) for i in idx], [float(ys[i]) for i in idx]
@@ -606,7 +606,7 @@ def save_cell(cell: dict[str, Any], store: Path, mode: str) -> tuple[str, str | 
 
 
 def cell_job(payload: list[Any]) -> list[Any]:
-    """A launcher job (:func:`fairgames.train.launch.launch`): ``[cell, store, mode]`` →
+    """A launcher job (:func:`fairgames.train.sweeps.launch.launch`): ``[cell, store, mode]`` →
     :func:`save_cell`'s ``[status, not-run reason]``."""
     cell, store, mode = payload
     return list(save_cell(cell, Path(store), mode))
@@ -617,7 +617,7 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the cells not yet in the :class:`cell_archive.CellStore` in ``store`` (its
     archives, pending and loose records) in this process (``inline``) or as jobs of a Hydra
-    launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.launch`; its sweep
+    launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.sweeps.launch`; its sweep
     under ``<store>.launch/``, not committed). Each cell is saved by its own job, so a killed
     run keeps the cells it finished; the new cells end in one compressed archive
     (:meth:`~cell_archive.CellStore.pack`). ``run=False`` runs none: the records stored so
@@ -632,7 +632,7 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
         elif launcher == "inline":
             results = [save_cell(c, store, mode) for c in todo]
         elif todo:
-            from fairgames.train.launch import launch
+            from fairgames.train.sweeps.launch import launch
 
             print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a "
                   "time", flush=True)
@@ -1224,7 +1224,7 @@ def full_run_estimate(records: Sequence[dict[str, Any]]) -> tuple[float, list[st
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    from fairgames.train.launch import add_launcher_arguments
+    from fairgames.train.sweeps.launch import add_launcher_arguments
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",

@@ -217,7 +217,7 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
                tune_grid: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Paper 004's hyper-parameter grid (§2.7, Table 1) for one cell: every combination of
     ``tune_grid`` run in-process, one job chosen by the library's tuned-run rule
-    (:func:`fairgames.train.tune.choose`: among the jobs meeting the constraints on train,
+    (:func:`fairgames.train.sweeps.tune.choose`: among the jobs meeting the constraints on train,
     the lowest validation error among those meeting them on validation, the noisy-group
     constraints for naive / DRO / SA, as the runs' own best iterate). Test never chooses."""
     import itertools
@@ -228,7 +228,7 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
     from fairgames.train import run
     from fairgames.train.config import TUNE_STEPS
     from fairgames.train.data import load_splits
-    from fairgames.train.tune import candidate_metrics, choose, grid
+    from fairgames.train.sweeps.tune import candidate_metrics, choose, grid
 
     base = overrides(data, method, noise, split, steps)
     wanted = {k: v for k, v in tune_grid.items()
@@ -300,8 +300,8 @@ def reselect(result: Any, splits: Any, protected: str, seed: int, selects: Seque
     from fairgames.noisy_groups.select import RobustSelector
     from fairgames.train.data import predict_scores
     from fairgames.train.evaluation import SolutionEvaluator
+    from fairgames.train.results.solutions import candidate_values
     from fairgames.train.run import played_steps
-    from fairgames.train.solutions import candidate_values
 
     mixture = result.extras["solutions"]["stochastic"]     # the uniform mixture: every snapshot
     problem = result.engine.copt.problem
@@ -481,7 +481,7 @@ def figure(summary: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from fairgames.train.launch import add_launcher_arguments
+    from fairgames.train.sweeps.launch import add_launcher_arguments
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -495,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tune", help="paper 004's grid (§2.7) per cell, e.g. 'lr=0.1,1,10;"
                         "multiplier_lr=0.5,1,2,4;robust_lr=0.1,1,10' (multiples of the cell's "
                         "steps; robust_lr only for DRO / SA): every combination is run and "
-                        "one chosen on validation (fairgames.train.tune.choose)")
+                        "one chosen on validation (fairgames.train.sweeps.tune.choose)")
     parser.add_argument("--select", help="robust.select rules, comma-separated (noisy, tv, "
                         "tv_sampled, soft): the DRO / SA runs use the first, the others choose "
                         "among the same snapshots; each rule its own results "
@@ -557,7 +557,7 @@ def save_cell(job: dict[str, Any]) -> list[str]:
 def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
              launcher_overrides: Sequence[str], work_dir: Path) -> None:
     """The cells not yet saved, in this process (``inline``) or as jobs of a Hydra launcher
-    (:mod:`fairgames.train.launch`, its sweep under ``work_dir``), each job saving its own
+    (:mod:`fairgames.train.sweeps.launch`, its sweep under ``work_dir``), each job saving its own
     cell: a killed run keeps the cells it finished."""
     if not todo:
         return
@@ -565,7 +565,7 @@ def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
         for job in todo:
             print("\n".join(save_cell(job)), flush=True)
         return
-    from fairgames.train.launch import launch
+    from fairgames.train.sweeps.launch import launch
 
     print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
           flush=True)

@@ -70,8 +70,8 @@ def compose(overrides: Sequence[str]) -> Any:
 
 
 def _largest(metrics: Mapping[str, Any]) -> float | None:
-    # fairgames.train.report.largest_violation's rule, kept here: this script also summarises
-    # runs of older source trees (--reference files), which do not have it
+    # fairgames.train.results.report.largest_violation's rule, kept here: this script also
+    # summarises runs of older source trees (--reference files), which do not have it
     values = [c["violation"] for c in metrics["constraints"].values()]
     if any(v is None for v in values):
         return None                  # undefined on this split (an empty subset)

@@ -6,7 +6,7 @@ only). ``fairgames.load_run`` is loaded on first access (it pulls in the trainin
 Example:
     >>> import fairgames
     >>> fairgames.load_run.__module__
-    'fairgames.train.load'
+    'fairgames.train.deploy.load'
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["load_run"]
 
 def __getattr__(name: str) -> Any:
     if name == "load_run":
-        from fairgames.train.load import load_run
+        from fairgames.train.deploy.load import load_run
 
         return load_run
     raise AttributeError(f"module 'fairgames' has no attribute {name!r}")

@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.models import build_model, decision_threshold
 from fairgames.train import fit as fit_run
-from fairgames.train.predictor import Predictor
+from fairgames.train.deploy.predictor import Predictor
 
 PROTECTED = "sensitive"
 

@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairgames.train.sweep import (
+from fairgames.train.sweeps.sweep import (
     UNFAIRNESS,
     collect,
     default_metric,

@@ -24,8 +24,8 @@ import torch
 
 from fairgames.data import DataError
 from fairgames.data.table import CSV_SUFFIXES, PARQUET_SUFFIXES
-from fairgames.train.load import RunFormatError, load_run
-from fairgames.train.predictor import Predictor
+from fairgames.train.deploy.load import RunFormatError, load_run
+from fairgames.train.deploy.predictor import Predictor
 
 SOLUTIONS = ("recommended", "best_iterate", "final", "stochastic")
 

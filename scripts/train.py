@@ -16,7 +16,7 @@ config (``.hydra/``), TensorBoard events, ``results.json``, ``report.md``, ``dyn
 before it, ``checkpoint.prev.pt``). SIGINT (Ctrl-C) or SIGTERM stops training at the next
 step with a checkpoint there, prints how to resume and exits with 130 or 143. With
 ``trainer.tune=validation`` the run is a grid of step sizes on the joblib launcher
-(``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.tune``). Config
+(``sweep/``), ``tune.json`` and the chosen job's outputs (``fairgames.train.sweeps.tune``). Config
 errors (Hydra's own: an unknown group option or key, an override that does not parse; ours:
 bad values, a problem string that does not parse, a data option the loader refuses) are
 reported in one message without a traceback and exit with status 2; a missing or damaged raw
@@ -46,14 +46,14 @@ from fairgames.noisy_groups.robust import robust_line
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
-from fairgames.train.checkpoint import NoCheckpointError
-from fairgames.train.early_stop import early_stop_line
-from fairgames.train.launch import LAUNCHERS
-from fairgames.train.parallel import hydra_args, leave, writes_outputs
-from fairgames.train.report import largest_violation
-from fairgames.train.resume import hydra_resume_args, hydra_run_dir_args
-from fairgames.train.tune import one_thread_per_job, tune
-from fairgames.train.verdict import verdict_lines
+from fairgames.train.config.resume import hydra_resume_args, hydra_run_dir_args
+from fairgames.train.loop.checkpoint import NoCheckpointError
+from fairgames.train.loop.parallel import hydra_args, leave, writes_outputs
+from fairgames.train.results.early_stop import early_stop_line
+from fairgames.train.results.report import largest_violation
+from fairgames.train.results.verdict import verdict_lines
+from fairgames.train.sweeps.launch import LAUNCHERS
+from fairgames.train.sweeps.tune import one_thread_per_job, tune
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 # Hydra's own (an unknown group option or key, an override that does not parse, a value of

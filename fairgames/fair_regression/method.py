@@ -6,7 +6,7 @@ training split: exponentiated gradient on λ (``algorithm.radius`` = B, ``multip
 η) against the ``algorithm.best_response`` oracle, stopped by the duality gap
 ``algorithm.gap`` (ν, read every ``trainer.log_every`` iterations) or at ``trainer.steps``
 iterations. What comes back is turned into the run's usual candidates
-(:class:`~fairgames.train.solutions.Candidates`): the distinct iterates, each wrapped in
+(:class:`~fairgames.train.results.solutions.Candidates`): the distinct iterates, each wrapped in
 :class:`~fairgames.models.GridRounded` (the rounded predictor the guarantees are about),
 weighted by their share of the iterations — so the ``stochastic`` solution IS the
 reduction's Q̂, ``final`` is the last iterate h_T, and the best iterate and the recommended
@@ -34,8 +34,8 @@ from fairgames.game.solutions import StochasticModel
 from fairgames.models import GridRounded
 from fairgames.problems.spec import TARGET_LOSSES
 from fairgames.train.data import predict_scores
-from fairgames.train.logger import RunLogger
-from fairgames.train.solutions import Candidates
+from fairgames.train.loop.logger import RunLogger
+from fairgames.train.results.solutions import Candidates
 
 DEFAULT_BOUND = ReductionConfig.bound          # B
 # η. The paper's ν/(8B) (SP) makes Theorem 4's iteration bound hold but moves λ ~1 000x

@@ -26,7 +26,7 @@ from fairgames.data import DatasetSplits
 from fairgames.game import Problem
 from fairgames.noisy_groups.ideal_soft import IdealSettings, IdealSoftAssignments
 from fairgames.train.data import predict_scores
-from fairgames.train.solutions import Candidates
+from fairgames.train.results.solutions import Candidates
 
 from .noise_model import noise_model
 from .robust import RobustConfig, check_splits

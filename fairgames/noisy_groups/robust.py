@@ -43,7 +43,7 @@ from fairgames.noisy_groups.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlay
 from fairgames.noisy_groups.ideal_soft import IdealSettings
 from fairgames.noisy_groups.soft_assignments import SOFT_TIMINGS
 from fairgames.noisy_groups.tv_ball import robust_values
-from fairgames.train.checks import Checks
+from fairgames.train.config.checks import Checks
 
 from .noise_model import noise_model, noise_table, soft_player, soft_values
 from .select import SELECTS, RobustSelector

@@ -11,16 +11,6 @@ Example:
     20
 """
 
-from .checkpoint import (
-    CheckpointError,
-    CheckpointWarning,
-    NoCheckpointError,
-    find_checkpoint,
-    load_checkpoint,
-    read_latest,
-    save_atomic,
-    write_checkpoint,
-)
 from .config import (
     AlgorithmConfig,
     ConfigError,
@@ -31,7 +21,18 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .engine import (
+from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
+from .loop.checkpoint import (
+    CheckpointError,
+    CheckpointWarning,
+    NoCheckpointError,
+    find_checkpoint,
+    load_checkpoint,
+    read_latest,
+    save_atomic,
+    write_checkpoint,
+)
+from .loop.engine import (
     BatchSettings,
     CheckpointSettings,
     Engine,
@@ -40,9 +41,8 @@ from .engine import (
     RunInterrupted,
     SnapshotSettings,
 )
-from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
-from .logger import RunLogger
-from .report import load_schema, validate_results
+from .loop.logger import RunLogger
+from .results.report import load_schema, validate_results
 from .run import RunResult, fit, run
 
 __all__ = [

@@ -193,7 +193,7 @@ class SolutionEvaluator:
         or of any mixture of them; ``None`` where counts do not give the exact values (a
         metric reading more than ``1[s > 0]``, soft groups, weighted rows, non-finite
         scores). Counted once, a model's values are read again in microseconds: the early
-        stop's check (:mod:`fairgames.train.early_stop`) keeps each snapshot's counts.
+        stop's check (:mod:`fairgames.train.results.early_stop`) keeps each snapshot's counts.
 
         Example:
             >>> from fairgames.data import make_synthetic

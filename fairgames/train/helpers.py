@@ -23,8 +23,8 @@ from fairgames.problems import Environment, compile_expression
 from fairgames.rates import error_rate
 
 from .config import ConfigError, TrainerConfig
-from .engine import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 from .evaluation import SolutionEvaluator
+from .loop.engine import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 
 MODEL_FILE = "final.pt"
 ModelFactory = Callable[[], torch.nn.Module]

@@ -10,9 +10,9 @@ Two entry points share one implementation:
 What a run does, in order: loads the splits onto the device; trains the helper models the
 problem needs (an unconstrained model for ``unconstrained_error``-style names, paper 000
 Table 3; a churn baseline, unless loaded from ``problem.baseline_path``); compiles the problem;
-plays the game with the :class:`~fairgames.train.engine.Engine`; evaluates the final model,
+plays the game with the :class:`~fairgames.train.loop.engine.Engine`; evaluates the final model,
 the best iterate, the stochastic model (the mixture of snapshots) and the recommended one
-(the solution to deploy, :mod:`fairgames.train.recommend`) on train, validation and test;
+(the solution to deploy, :mod:`fairgames.train.results.recommend`) on train, validation and test;
 writes ``results.json`` (validated against the shipped schema), ``report.md``,
 ``dynamics.png``, the four solutions (``final.pt``, ``best_iterate.pt``, ``stochastic.pt``,
 ``recommended.pt``, :func:`fairgames.game.solutions.save_solution` files) and TensorBoard
@@ -84,7 +84,6 @@ from fairgames.noisy_groups.select import PlayedState
 from fairgames.problems import ProblemSpec, load_problem
 from fairgames.rates import Surrogate, error_rate, threshold_grid
 
-from .checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .config import (
     REDUCTION,
     AlgorithmConfig,
@@ -94,6 +93,8 @@ from .config import (
     TrainerConfig,
     validate,
 )
+from .config.family_game import family_algorithm
+from .config.resume import RESUME_FREE, resumed_config
 from .data import (
     apply_recipe,
     constraint_holdout,
@@ -102,19 +103,8 @@ from .data import (
     predict_scores,
     write_preprocessing,
 )
-from .early_stop import EarlyStop, StopRule, disabled_record, early_stop_mapping
-from .engine import (
-    ENGINE_FORMAT,
-    BatchSettings,
-    CheckpointSettings,
-    Engine,
-    GameData,
-    LogSettings,
-    SnapshotSettings,
-    unique_names,
-)
+from .deploy.load import write_run_record
 from .evaluation import SolutionEvaluator, require_training_subsets, statements
-from .family import family_algorithm
 from .helpers import (
     ModelFactory,
     OptimizerFactory,
@@ -124,21 +114,31 @@ from .helpers import (
     train_unconstrained,
     unconstrained_values,
 )
-from .intervals import attach_intervals, constraint_intervals
-from .load import write_run_record
-from .logger import RunLogger
-from .outputs import log_final, write_files, write_outputs
-from .parallel import DataParallel, join, shared_run_dir, wrap
-from .recommend import recommend
-from .report import (
+from .loop.checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
+from .loop.engine import (
+    ENGINE_FORMAT,
+    BatchSettings,
+    CheckpointSettings,
+    Engine,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+    unique_names,
+)
+from .loop.logger import RunLogger
+from .loop.parallel import DataParallel, join, shared_run_dir, wrap
+from .results.early_stop import EarlyStop, StopRule, disabled_record, early_stop_mapping
+from .results.intervals import attach_intervals, constraint_intervals
+from .results.outputs import log_final, write_files, write_outputs
+from .results.recommend import recommend
+from .results.report import (
     SCHEMA_VERSION,
     clean_numbers,
     environment,
     validate_results,
 )
-from .resume import RESUME_FREE, resumed_config
-from .solutions import Candidates, evaluate_solutions, score_candidates
-from .verdict import VERDICT_SOLUTION, run_verdict
+from .results.solutions import Candidates, evaluate_solutions, score_candidates
+from .results.verdict import VERDICT_SOLUTION, run_verdict
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
 HOLDOUT_ROWS_FILE = "constraint_holdout.json"
@@ -197,7 +197,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     ``run_dir`` (else ``cfg.run_dir``; a resume path that is a directory wins) is where the
     outputs go. ``overrides``: the keys the command line set (Hydra's ``overrides.task``); a
     resumed run then takes its checkpoint's config and compares only these
-    (:func:`fairgames.train.resume.resumed_config`). ``None``: the whole config must match
+    (:func:`fairgames.train.config.resume.resumed_config`). ``None``: the whole config must match
     the checkpoint's.
 
     Raises:
@@ -287,7 +287,7 @@ def _resume_config(cfg: DictConfig, directory: Path | None,
 def _read_checkpoint(resume: bool | str, run_dir: Path | None
                      ) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint ``trainer.resume`` points at, or the one before it if it is unusable
-    (:func:`~fairgames.train.checkpoint.read_latest`); ``None`` when not resuming."""
+    (:func:`~fairgames.train.loop.checkpoint.read_latest`); ``None`` when not resuming."""
     path = find_checkpoint(resume, run_dir)
     return read_latest(path, check=_usable) if path is not None else None
 
@@ -706,8 +706,8 @@ def _load(inputs: RunInputs) -> RunContext:
 def _family_game(inputs: RunInputs, stated: tuple[Any, list[Any]],
                  checkpoint: tuple[Path, dict[str, Any]] | None) -> RunInputs:
     """``inputs`` with the problem family's game where the config leaves the default preset
-    at its defaults (:func:`~fairgames.train.family.family_algorithm`), recorded as the run's
-    ``algorithm`` config. A held-out constraint split keeps the named preset (the family's
+    at its defaults (:func:`~fairgames.train.config.family_game.family_algorithm`), recorded as the
+    run's ``algorithm`` config. A held-out constraint split keeps the named preset (the family's
     best-response θ-player evaluates its own batches), and so does a resumed checkpoint
     written before families had their own game."""
     if inputs.trainer.constraint_split != "train" or _before_family_games(checkpoint):

@@ -550,7 +550,7 @@ def test_records_compare_to_the_last_bits_and_allow_added_fields():
 
 
 def test_cells_on_a_hydra_launcher_equal_cells_run_inline(rep, tmp_path):
-    """The cells run as one Hydra multirun (fairgames.train.launch) give the records that
+    """The cells run as one Hydra multirun (fairgames.train.sweeps.launch) give the records that
     running them in this process gives, and are saved for a rerun to skip (resumable)."""
     import torch
 

@@ -160,7 +160,7 @@ def test_paper_004_adult_cells_split_all_rows_at_random(rep):
 
 
 def test_tune_runs_every_combination_and_keeps_the_tuned_run_rules_choice(rep):
-    from fairgames.train.tune import choose
+    from fairgames.train.sweeps.tune import choose
 
     grid = rep.parse_tune("robust_lr=0.1,10;multiplier_lr=1,2")
     cell = rep.tuned_cell("credit", "sa", 0.1, 0, 10, grid)["noisy"]

@@ -29,7 +29,7 @@ from fairgames.rates import (
     no_host_sync,
     true_positive_rate,
 )
-from fairgames.train.parallel import leave
+from fairgames.train.loop.parallel import leave
 
 STEPS = 50
 SHARDS = (150, 90)

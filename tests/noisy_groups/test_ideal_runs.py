@@ -19,7 +19,7 @@ from fairgames.noisy_groups.ideal import ideal_settings
 from fairgames.noisy_groups.ideal_soft import IdealSettings
 from fairgames.noisy_groups.robust import RobustConfig
 from fairgames.train import ConfigError, run
-from fairgames.train.report import validate_results
+from fairgames.train.results.report import validate_results
 
 ROOT = Path(__file__).resolve().parents[2]
 IDEAL = ["data.noise=0.1", "problem=equal_opportunity", "robust=soft_assignments_ideal",

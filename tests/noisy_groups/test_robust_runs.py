@@ -18,9 +18,9 @@ from fairgames.noisy_groups.tv_ball import robust_values
 from fairgames.rates import group, true_positive_rate
 from fairgames.train import ConfigError, run
 from fairgames.train.data import load_splits
-from fairgames.train.engine import Engine, GameData
-from fairgames.train.logger import clean_tag
-from fairgames.train.report import validate_results
+from fairgames.train.loop.engine import Engine, GameData
+from fairgames.train.loop.logger import clean_tag
+from fairgames.train.results.report import validate_results
 
 # the bound test's data: balanced groups, similar base rates, little noise, so that a model
 # can meet the exact robust constraint (TPR_j may lose ≈ γ_j / P(y=1 | j) to the adversary)
@@ -120,7 +120,7 @@ def test_engine_fills_example_ids_for_full_and_minibatches():
         model = torch.nn.Linear(3, 1)
         copt = ConstrainedOptimizer(Problem(error_rate()),
                                     torch.optim.SGD(model.parameters(), lr=0.1))
-        from fairgames.train.engine import BatchSettings
+        from fairgames.train.loop.engine import BatchSettings
         engine = Engine(model, copt, GameData(train, "group"), steps=2,
                         batches=BatchSettings(size=size))
         engine.train_step()
@@ -375,7 +375,7 @@ def _naive_violation_means(seeds: int, n: int, play) -> list[float]:
 @pytest.mark.slow
 def test_naive_training_true_group_violation_rises_with_noise():
     # the test: 5 seeds, noise 0, 0.2, 0.4; naive = the constraints on noisy groups
-    from fairgames.train.engine import LogSettings
+    from fairgames.train.loop.engine import LogSettings
 
     def play(model, copt, tr):
         Engine(model, copt, GameData(tr, "group"), steps=300,

@@ -13,7 +13,7 @@ from fairgames.noisy_groups.tv_ball import robust_values, sample_tv_ball
 from fairgames.rates import group, true_positive_rate
 from fairgames.train import ConfigError, run
 from fairgames.train.data import predict_scores
-from fairgames.train.report import validate_results
+from fairgames.train.results.report import validate_results
 
 # equal opportunity, g_j = TPR − α − TPR_j ≤ 0, on noisy synthetic groups
 EO = ["problem=equal_opportunity", "robust=dro", "trainer.steps=200",

@@ -1,7 +1,7 @@
 """One rank of the data-parallel engine tests (tests/train/test_train_distributed_resume.py).
 
 ``python ddp_engine_worker.py OUT RANK WORLD STORE MODE`` trains a linear model on a synthetic
-split with the :class:`~fairgames.train.engine.Engine` (minibatches of 64 global rows, the
+split with the :class:`~fairgames.train.loop.engine.Engine` (minibatches of 64 global rows, the
 proxy-Lagrangian with ratio slacks on F1 parity, gloo, one torch thread) under
 ``DistributedDataParallel``, rank 0 writing checkpoints to ``OUT/run``. ``MODE``:
 
@@ -28,8 +28,8 @@ import torch.distributed as dist
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, fmeasure, group
-from fairgames.train.checkpoint import read_latest
-from fairgames.train.engine import (
+from fairgames.train.loop.checkpoint import read_latest
+from fairgames.train.loop.engine import (
     BatchSettings,
     CheckpointSettings,
     Engine,
@@ -37,7 +37,7 @@ from fairgames.train.engine import (
     LogSettings,
     RunInterrupted,
 )
-from fairgames.train.parallel import DataParallel, leave, wrap
+from fairgames.train.loop.parallel import DataParallel, leave, wrap
 
 T = 10
 LOG_EVERY = 5

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import fairgames.train.checkpoint as ck
+import fairgames.train.loop.checkpoint as ck
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, group, true_positive_rate
@@ -34,7 +34,7 @@ from fairgames.train import (
     RunInterrupted,
     load_checkpoint,
 )
-from fairgames.train.resume import hydra_resume_args, resumed_config
+from fairgames.train.config.resume import hydra_resume_args, resumed_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -202,7 +202,7 @@ KILLED = textwrap.dedent("""
     from pathlib import Path
     import torch
     from hydra import compose, initialize_config_dir
-    import fairgames.train.checkpoint as ck
+    import fairgames.train.loop.checkpoint as ck
     import fairgames.train.config  # noqa: F401
     from fairgames.train import run
 

@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from fairgames.train import ConfigError, validate
-from fairgames.train.checks import (
+from fairgames.train.config.checks import (
     Checks,
     register_validator,
     unregister_validator,

@@ -16,9 +16,9 @@ from trees import leaves
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import error_rate, positive_prediction_rate
-from fairgames.train.checkpoint import read_latest
-from fairgames.train.engine import Engine, GameData
-from fairgames.train.parallel import DataParallel
+from fairgames.train.loop.checkpoint import read_latest
+from fairgames.train.loop.engine import Engine, GameData
+from fairgames.train.loop.parallel import DataParallel
 
 WORKER = Path(__file__).with_name("ddp_engine_worker.py")
 ROOT = Path(__file__).resolve().parents[2]

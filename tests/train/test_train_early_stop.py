@@ -17,10 +17,10 @@ import torch
 from fairgames.data import make_synthetic
 from fairgames.rates import error_rate, fmeasure, group, true_positive_rate
 from fairgames.train import ConfigError, fit, load_schema
-from fairgames.train.early_stop import Check, StopRule, TrainValues
 from fairgames.train.evaluation import SolutionEvaluator
-from fairgames.train.recommend import choose
-from fairgames.train.solutions import candidate_values, exact_mixture
+from fairgames.train.results.early_stop import Check, StopRule, TrainValues
+from fairgames.train.results.recommend import choose
+from fairgames.train.results.solutions import candidate_values, exact_mixture
 
 ROOT = Path(__file__).resolve().parents[2]
 # a quick synthetic equal-opportunity job that settles well before its 400 steps

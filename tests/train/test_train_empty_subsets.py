@@ -13,7 +13,7 @@ import torch
 from fairgames.data import DatasetSplits, make_synthetic
 from fairgames.rates import EmptySubsetError
 from fairgames.train import fit
-from fairgames.train.engine import Engine
+from fairgames.train.loop.engine import Engine
 
 TRAINER = {"steps": 20, "log_every": 10, "snapshot_every": 5, "bootstrap": 50}
 

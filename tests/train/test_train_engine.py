@@ -150,7 +150,7 @@ def test_every_slack_and_multiplier_is_logged(train_run):
     slacks = r.results["training"]["slacks"]
     assert slacks
     tags = set(ea.Tags()["scalars"])
-    from fairgames.train.logger import clean_tag
+    from fairgames.train.loop.logger import clean_tag
 
     assert {clean_tag(f"slack/{s}") for s in slacks} <= tags
     assert {clean_tag(f"multiplier/{m}") for m in r.results["training"]["multipliers"]} <= tags

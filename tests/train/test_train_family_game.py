@@ -18,8 +18,8 @@ from fairgames.models import LinearModel
 from fairgames.rates import error_rate, group, positive_prediction_rate, score_rates
 from fairgames.train import ConfigError, fit, run, validate
 from fairgames.train.config import AlgorithmConfig
-from fairgames.train.family import is_default_algorithm
-from fairgames.train.tune import sweep_overrides
+from fairgames.train.config.family_game import is_default_algorithm
+from fairgames.train.sweeps.tune import sweep_overrides
 
 SHORT = ["trainer=smoke", "trainer.steps=6", "trainer.log_every=3", "trainer.snapshot_every=2",
          "trainer.bootstrap=0", "trainer.checkpoint_every=0"]

@@ -1,4 +1,4 @@
-"""``fairgames.train.launch``: independent jobs as one Hydra multirun on a launcher plugin
+"""``fairgames.train.sweeps.launch``: independent jobs as one Hydra multirun on a launcher plugin
 (basic, joblib, submitit_local; submitit_slurm composed and instantiated, not submitted)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from script_loader import load_script
 
-from fairgames.train.launch import (
+from fairgames.train.sweeps.launch import (
     LAUNCHERS,
     LauncherError,
     check_launcher,

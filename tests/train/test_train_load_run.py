@@ -20,8 +20,8 @@ from fairgames.data import DataError, from_frame
 from fairgames.game.solutions import StochasticModel
 from fairgames.models import build_model
 from fairgames.train import run
-from fairgames.train.load import RUN_FILE, RunFormatError, load_run
-from fairgames.train.predictor import Predictor, read_export_record
+from fairgames.train.deploy.load import RUN_FILE, RunFormatError, load_run
+from fairgames.train.deploy.predictor import Predictor, read_export_record
 
 SHORT = ["trainer=smoke", "trainer.steps=30", "trainer.bootstrap=0", "trainer.checkpoint_every=0"]
 SOLUTIONS = ("recommended", "best_iterate", "final", "stochastic")

@@ -9,8 +9,8 @@ import torch
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, NonFiniteStepError, Problem
 from fairgames.rates import error_rate, group, true_positive_rate
-from fairgames.train.checkpoint import load_checkpoint
-from fairgames.train.engine import CheckpointSettings, Engine, GameData, LogSettings
+from fairgames.train.loop.checkpoint import load_checkpoint
+from fairgames.train.loop.engine import CheckpointSettings, Engine, GameData, LogSettings
 
 
 class Exploding(torch.nn.Module):

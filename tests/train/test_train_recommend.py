@@ -1,4 +1,4 @@
-"""The recommended solution (fairgames.train.recommend): the rule against independent
+"""The recommended solution (fairgames.train.results.recommend): the rule against independent
 references (scipy's LP, hand-made ratio and infeasible cases), and end to end: results.json,
 recommended.pt recomputed with numpy, the opt-out, the snapshot offsets and the CLI's line."""
 
@@ -18,8 +18,8 @@ from scipy.optimize import linprog
 from fairgames.data import make_synthetic
 from fairgames.game.solutions import StochasticModel, best_iterate, load_solution
 from fairgames.train import fit, load_schema
-from fairgames.train.recommend import HELPER_STEP, REASONS, choose
-from fairgames.train.solutions import REPAIR_TOLERANCE
+from fairgames.train.results.recommend import HELPER_STEP, REASONS, choose
+from fairgames.train.results.solutions import REPAIR_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from fairgames.train import load_schema, run, validate_results
-from fairgames.train.report import _inline_refs, _validators
+from fairgames.train.results.report import _inline_refs, _validators
 
 SHORT = ["data=synthetic", "data.n=600", "trainer=smoke", "trainer.steps=4",
          "trainer.log_every=4", "trainer.snapshot_every=2", "trainer.bootstrap=0",

@@ -36,7 +36,7 @@ def test_run_dir_holds_the_hydra_record_and_the_log(tmp_path):
     assert "step 20/40: objective" in log and "step 40/40: objective" in log
     summary = done.stdout.splitlines()[0]
     assert summary.startswith(f"{run_dir}: recommended") and summary in log
-    assert "[fairgames.train.engine]" not in done.stdout    # the console shows prints only
+    assert "[fairgames.train.loop.engine]" not in done.stdout    # the console shows prints only
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def _history(n: int = 40) -> list[dict]:
 def test_the_dynamics_plot_names_its_split_draws_the_bound_and_marks_infinite_values():
     import matplotlib.pyplot as plt
 
-    from fairgames.train.report import dynamics_figure, smoothed
+    from fairgames.train.results.report import dynamics_figure, smoothed
     history = _history()
     fig = dynamics_figure(history, split="held-out validation", minibatch=True, tolerance=0.05)
     try:
@@ -147,7 +147,7 @@ def test_the_dynamics_plot_names_its_split_draws_the_bound_and_marks_infinite_va
 def test_a_full_batch_plot_is_not_smoothed():
     import matplotlib.pyplot as plt
 
-    from fairgames.train.report import dynamics_figure
+    from fairgames.train.results.report import dynamics_figure
     fig = dynamics_figure(_history(), minibatch=False)
     try:
         assert all(ln.get_alpha() is None for ax in fig.axes for ln in ax.get_lines())

@@ -1,4 +1,5 @@
-"""The LP mixture's repair for ratios of rates (fairgames.train.solutions.repair_lp_mixture):
+"""The LP mixture's repair for ratios of rates
+(fairgames.train.results.solutions.repair_lp_mixture):
 the LP mixes F-measures linearly, the true F-measure of a mixture is a ratio of mixed counts."""
 
 import warnings
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from fairgames.game.solutions import shrink_lp
-from fairgames.train.solutions import REPAIR_STEPS, repair_lp_mixture
+from fairgames.train.results.solutions import REPAIR_STEPS, repair_lp_mixture
 
 # Confusion counts (tp, fp, fn) of three candidates on two groups. Candidate 0 alone meets
 # F_a ≤ F_b; the LP over the candidates' F values mixes 0 and 1.

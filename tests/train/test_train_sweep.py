@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairgames.train.sweep import lower_envelope
+from fairgames.train.sweeps.sweep import lower_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 

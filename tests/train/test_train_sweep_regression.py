@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from script_loader import load_script
 
-from fairgames.train.sweep import collect, default_unfairness, frontier
+from fairgames.train.sweeps.sweep import collect, default_unfairness, frontier
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import yaml
 from fairgames.data import make_synthetic
 from fairgames.game import best_iterate
 from fairgames.train import ConfigError, fit, run, validate
-from fairgames.train.tune import (
+from fairgames.train.sweeps.tune import (
     LAUNCHER_TARGET,
     choose,
     collect,

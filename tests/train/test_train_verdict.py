@@ -1,5 +1,6 @@
-"""The verdict of a run (``fairgames.train.verdict``) and the constraints' bootstrap intervals
-in ``results.json`` (``fairgames.train.intervals``): the rules on hand-made values, a run's
+"""The verdict of a run (``fairgames.train.results.verdict``) and the constraints' bootstrap
+intervals in ``results.json`` (``fairgames.train.results.intervals``): the rules on hand-made
+values, a run's
 intervals against a numpy bootstrap of the saved model, and the CLI's verdict lines."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fairgames.game.solutions import load_solution
 from fairgames.models import build_model
 from fairgames.train import ConfigError, fit, validate
 from fairgames.train.data import load_splits
-from fairgames.train.verdict import (
+from fairgames.train.results.verdict import (
     SLACK,
     constraint_verdict,
     verdict_lines,

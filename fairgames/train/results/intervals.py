@@ -29,7 +29,7 @@ from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.game.solutions import StochasticModel
 from fairgames.rates import Bootstrap, Constraint, percentile_interval, stratum_codes
 
-from .data import chunks, make_batch, predict_scores
+from ..data import chunks, make_batch, predict_scores
 
 LEVEL = 0.95
 Interval = list[float] | None

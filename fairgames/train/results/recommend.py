@@ -8,7 +8,7 @@ among the kept snapshots and the final model (the *candidates*), each evaluated 
 
 1. the LP mixture of at most m + 1 candidates (:func:`~fairgames.game.solutions.shrink_lp`),
    re-evaluated with true rates and, where a ratio of rates makes it infeasible, moved towards
-   the best candidate (:func:`~fairgames.train.solutions.repair_lp_mixture`) — when it is
+   the best candidate (:func:`~fairgames.train.results.solutions.repair_lp_mixture`) — when it is
    feasible on train and its true objective is no worse than the best feasible candidate's
    (the LP mixes objective *values*: for a ratio objective such as 1 − F1 the mixture's true
    objective can be worse than its best member's, and then the member is the better output);
@@ -49,8 +49,8 @@ import torch
 from fairgames.game.solutions import StochasticModel, best_iterate, model_state, shrink_lp
 from fairgames.noisy_groups.select import RobustSelector
 
-from .config import TrainerConfig
-from .evaluation import SolutionEvaluator
+from ..config import TrainerConfig
+from ..evaluation import SolutionEvaluator
 from .solutions import (
     REPAIR_TOLERANCE,
     Candidates,
@@ -164,7 +164,7 @@ def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerC
               ) -> tuple[dict[str, Any], dict[str, Any], torch.nn.Module]:
     """The recommended solution: its metrics on every split, its ``training.recommended``
     record and the model (a module, or a :class:`StochasticModel` for a mixture).
-    ``solved`` is :func:`~fairgames.train.solutions.evaluate_solutions`'s output; with a
+    ``solved`` is :func:`~fairgames.train.results.solutions.evaluate_solutions`'s output; with a
     ``selector`` (``robust.select``) the constraint rows on train are its robust values."""
     if trainer.recommend != "auto":
         # the split the solutions were chosen on (train when the selection split could

@@ -39,7 +39,7 @@ from fairgames.data import DatasetSplits, TablePreprocessor
 from fairgames.game.solutions import load_solution
 from fairgames.models import GridRounded, build_model, decision_threshold
 
-from .data import PREPROCESS_FILE, load_splits
+from ..data import PREPROCESS_FILE, load_splits
 from .predictor import Predictor
 
 RUN_FILE = "run.json"

@@ -3,8 +3,8 @@ solution the run would recommend has settled.
 
 At every log interval (where the loop may read device values; the game step itself is
 untouched) the check builds the recommendation the run would make if it stopped there:
-:func:`~fairgames.train.recommend.choose` (the ``auto`` rule) over the snapshots kept so far,
-the current model and the helper models, each evaluated exactly on the training split. The
+:func:`~fairgames.train.results.recommend.choose` (the ``auto`` rule) over the snapshots kept so
+far, the current model and the helper models, each evaluated exactly on the training split. The
 run stops when, over the last ``patience`` checks (the *window*):
 
 1. the recommendation is feasible on train at every one of them (a stop never ships a
@@ -48,9 +48,9 @@ import torch
 from fairgames.data import TabularDataset
 from fairgames.game.solutions import StochasticModel
 
-from .config import EARLY_STOP_DEFAULTS as DEFAULTS
-from .data import predict_scores
-from .evaluation import CellCounts, SolutionEvaluator
+from ..config import EARLY_STOP_DEFAULTS as DEFAULTS
+from ..data import predict_scores
+from ..evaluation import CellCounts, SolutionEvaluator
 from .recommend import choose
 from .solutions import constraint_rows
 
@@ -194,7 +194,7 @@ class EarlyStop:
         >>> from fairgames.data import make_synthetic
         >>> from fairgames.game import ConstrainedOptimizer, Problem
         >>> from fairgames.rates import error_rate, positive_prediction_rate
-        >>> from fairgames.train.engine import Engine, GameData, LogSettings
+        >>> from fairgames.train.loop.engine import Engine, GameData, LogSettings
         >>> train = make_synthetic(n=300, d=3, seed=0).train
         >>> problem = Problem(error_rate(), [(positive_prediction_rate() >= 0.2).named("p")])
         >>> ev = SolutionEvaluator(problem.objective, list(problem.constraints.values()),

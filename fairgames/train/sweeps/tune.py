@@ -48,9 +48,9 @@ from omegaconf import DictConfig
 
 from fairgames.game import PRESETS, best_iterate
 
-from .config import TUNE_STEPS, ConfigError
-from .report import clean_numbers, write_json
-from .resume import override_key
+from ..config import TUNE_STEPS, ConfigError
+from ..config.resume import override_key
+from ..results.report import clean_numbers, write_json
 
 TUNE_FILE = "tune.json"
 SWEEP_DIR = "sweep"

@@ -1,7 +1,7 @@
 """The three solutions of a run: the final model, the best iterate and the stochastic model.
 
 (The fourth, the one to deploy, is chosen among the same candidates by
-:mod:`fairgames.train.recommend`.)
+:mod:`fairgames.train.results.recommend`.)
 
 The snapshots kept during training are the candidates. Each is evaluated with true rates on
 the selection split; the best iterate is :func:`fairgames.game.solutions.best_iterate`'s
@@ -37,10 +37,10 @@ from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
 from fairgames.noisy_groups.select import RobustSelector
 
-from .config import TrainerConfig
-from .data import predict_scores
-from .engine import Engine
-from .evaluation import SolutionEvaluator, empty_subsets
+from ..config import TrainerConfig
+from ..data import predict_scores
+from ..evaluation import SolutionEvaluator, empty_subsets
+from ..loop.engine import Engine
 
 REPAIR_STEPS = 20   # the segment from the LP mixture to the best iterate, in 1/20ths
 # The LP mixture is evaluated with float32 mixture weights: a mixture the LP put exactly on a

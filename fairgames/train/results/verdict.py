@@ -2,7 +2,7 @@
 
 For the solution the run reports (:data:`VERDICT_SOLUTION`), each constraint ``g ≤ 0`` gets
 exactly one status from its values ``g`` on train and test and its test interval (the 95 %
-percentile bootstrap interval of :mod:`fairgames.train.intervals`):
+percentile bootstrap interval of :mod:`fairgames.train.results.intervals`):
 
 * ``undefined`` — "undefined on <split>": ``g`` has no value on the train or the test split
   (a subset with no row there, or a ratio whose denominator is 0). (A run refuses, before its

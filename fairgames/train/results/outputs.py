@@ -18,10 +18,10 @@ import torch
 from fairgames.game import ConstrainedOptimizer
 from fairgames.game.solutions import save_solution
 
-from .config import TrainerConfig
-from .engine import Engine, unique_names
+from ..config import TrainerConfig
+from ..loop.engine import Engine, unique_names
+from ..loop.logger import RunLogger
 from .group_tables import write_tables
-from .logger import RunLogger
 from .report import SPLITS, largest_violation, plot_dynamics, render_report, write_json
 
 SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",

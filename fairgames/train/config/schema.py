@@ -52,6 +52,7 @@ from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 from fairgames.noisy_groups.robust import RobustConfig, check_robust
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
+from .errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
@@ -69,20 +70,6 @@ TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr",
               "robust_lr": "robust.lr"}
 
 
-class ConfigError(ValueError):
-    """A config with bad values; the message lists each bad key and why.
-
-    Example:
-        >>> cfg = OmegaConf.structured(TrainConfig(problem=ProblemConfig("p", objective="error()")))
-        >>> cfg.trainer.steps, cfg.optimizer.lr = 0, -1.0
-        >>> try:
-        ...     validate(cfg)
-        ... except ConfigError as e:
-        ...     print(e)
-        invalid config:
-          optimizer.lr=-1.0: must be positive and finite
-          trainer.steps=0: must be positive and finite
-    """
 
 
 @dataclass
@@ -191,7 +178,7 @@ class AlgorithmConfig:
     ``family_game``: a problem family with its own game (threshold rates:
     :func:`fairgames.game.default_game`) plays it in place of the default preset left at its
     defaults when ``switch`` (the default), the preset as named when ``keep``
-    (:func:`fairgames.train.family.family_algorithm`).
+    (:func:`fairgames.train.config.family_game.family_algorithm`).
     Every other ``algorithm.<key>`` is declared
     by a player class (``config_keys``, :class:`fairgames.game.ConfigKey`) and lands in
     ``settings``: ``theta_steps`` (the best-response θ-player of algorithm1, frank_wolfe),
@@ -240,7 +227,7 @@ class AlgorithmConfig:
 # SWAP_REGRET_MAX_ROWS rows ("switch"), or is kept as named ("keep")
 LARGE_GAME = ("switch", "keep")
 # algorithm.family_game: the default preset gives way to the problem family's game
-# (fairgames.train.family) or is kept as named
+# (fairgames.train.config.family_game) or is kept as named
 FAMILY_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
 # algorithm=reduction: paper 003's reduction (fairgames.fair_regression.method), not a game preset.
@@ -287,7 +274,7 @@ def algorithm_schema() -> type:
     return _SCHEMA[signature]
 
 
-# trainer.early_stop's keys and defaults (fairgames.train.early_stop reads them too)
+# trainer.early_stop's keys and defaults (fairgames.train.results.early_stop reads them too)
 EARLY_STOP_DEFAULTS: dict[str, Any] = {"enabled": False, "patience": 3, "objective_tol": 0.002,
                                        "best_tol": 0.005}
 
@@ -309,16 +296,16 @@ class TrainerConfig:
       ``stochastic``: ``uniform`` (the mixture of all kept snapshots, paper 000's output) or
       ``shrunk`` (the LP mixture of at most m + 1 of them, Cotter et al. 2019; moved
       towards the best iterate where a ratio constraint makes it infeasible in truth, then
-      at most m + 2: ``fairgames.train.solutions.repair_lp_mixture``).
+      at most m + 2: ``fairgames.train.results.solutions.repair_lp_mixture``).
       ``snapshot_offset``: where in each window of ``snapshot_every`` steps the snapshot is
       taken, ``random`` (seeded: a cycling game is seen in every phase) or ``fixed`` (the
       window's last step, the behaviour before offsets).
     * ``recommend``: the solution to deploy (``results.json``'s ``recommended``,
       ``recommended.pt``, the CLI's last line). ``auto``: the LP mixture of the snapshots and
       the final model chosen on train when it is feasible there, else the best of them on
-      train (:mod:`fairgames.train.recommend`); ``final`` / ``best_iterate`` / ``stochastic``:
-      that solution as chosen above (``stochastic``, with ``snapshot_offset=fixed``, is the
-      output of published protocols).
+      train (:mod:`fairgames.train.results.recommend`); ``final`` / ``best_iterate`` /
+      ``stochastic``: that solution as chosen above (``stochastic``, with ``snapshot_offset=fixed``,
+      is the output of published protocols).
     * ``checkpoint_every`` (0: only at the end) and ``resume`` (``true``: the run directory's
       checkpoint, or a run directory or checkpoint file, whose stored config the run takes)
       let a killed run continue; ``stop_after`` ends the run after that many steps with a
@@ -339,18 +326,18 @@ class TrainerConfig:
     * ``tune``: ``null`` (one run) or ``validation``: a Hydra multirun on the joblib launcher
       over ``tune_grid`` (``lr``: multiples of ``optimizer.lr``; ``multiplier_lr``: of
       ``algorithm.multiplier_lr``; ``robust_lr``: of ``robust.lr``), picking the job whose
-      deployable solution is best on validation (:mod:`fairgames.train.tune`).
+      deployable solution is best on validation (:mod:`fairgames.train.sweeps.tune`).
     * ``distributed``: one run on the processes ``torchrun`` launched (gloo on CPU, NCCL on
-      CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.parallel`).
+      CUDA; ``batch_size`` is the global batch; :mod:`fairgames.train.loop.parallel`).
     * ``early_stop``: end the game at a log interval once the recommendation has settled
-      (:mod:`fairgames.train.early_stop`): ``enabled`` (``false``, the default: every step
+      (:mod:`fairgames.train.results.early_stop`): ``enabled`` (``false``, the default: every step
       is played; ``true``; ``auto``: on where the check is exact from integer counts, the
       run is one process and ``recommend=auto``), ``patience`` (the
       checks in the window), ``objective_tol`` (how far the recommendation's train
       objective may move over the window) and ``best_tol`` (how far above the best iterate
       objective logged in the window it may be).
     * ``compile``: record the training step once and replay it as one graph
-      (:mod:`fairgames.train.captured`): inductor on CPU where a C++ compiler exists (else
+      (:mod:`fairgames.train.loop.captured`): inductor on CPU where a C++ compiler exists (else
       replayed op by op, with a warning), CUDA graphs on CUDA; Adam, AdamW and Adagrad are
       then built ``fused=True`` (their step count stays on the device).
 
@@ -432,7 +419,7 @@ def register() -> None:
 def validate(cfg: DictConfig | TrainConfig) -> None:
     """Check values that types cannot: ranges, choices, names known to fairgames.
 
-    Runs the checks registered in :mod:`fairgames.train.checks` (this module registers one
+    Runs the checks registered in :mod:`fairgames.train.config.checks` (this module registers one
     validator per group below; a preset or player registers its own there): first unknown
     keys, then every value rule, each pass listing all its problems at once.
 

@@ -8,7 +8,7 @@ constraints: {name: {value, violation, interval}}, groups: {"sex=Female": {rate:
 training: {steps, multipliers, slacks, likely_infeasible, recommended: {solution, reason, ...},
 ...}, verdict: {solution, resamples, constraints: {name: {status, verdict, train, test, values,
 intervals}}}}``;
-``fairgames/train/results.schema.json`` is its schema. A real-valued target (``label_kind:
+``fairgames/train/results/results.schema.json`` is its schema. A real-valued target (``label_kind:
 "real"``) has ``mse`` and ``mae`` instead of ``error``, and per-group losses
 (:data:`TABLE_LOSSES`) instead of rates.
 
@@ -52,7 +52,7 @@ TABLE_COLUMNS = {"binary": TABLE_RATES, "real": TABLE_LOSSES}
 
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of ``results.json`` shipped with the package."""
-    text = resources.files("fairgames.train").joinpath("results.schema.json").read_text()
+    text = resources.files("fairgames.train.results").joinpath("results.schema.json").read_text()
     return json.loads(text)
 
 

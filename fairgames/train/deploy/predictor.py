@@ -47,7 +47,7 @@ from torch import nn
 from fairgames.data import DataError, TablePreprocessor
 from fairgames.game.solutions import StochasticModel
 
-from .data import predict_scores
+from ..data import predict_scores
 
 Features = torch.Tensor | np.ndarray | Any   # Any: a pandas DataFrame of raw rows
 CHUNK = 65536      # rows per forward pass (trainer.eval_chunk's default)

@@ -84,7 +84,7 @@ def add_launcher_arguments(parser: argparse.ArgumentParser, *, jobs: int = 1,
     parser.add_argument("--jobs", type=int, default=jobs, help=f"{what} at a time")
     parser.add_argument("--launcher", default="joblib", choices=(INLINE, *LAUNCHERS),
                         help=f"the Hydra launcher that runs the {what} ({INLINE}: this "
-                             "process; fairgames.train.launch)")
+                             "process; fairgames.train.sweeps.launch)")
     if overrides:
         parser.add_argument("--launcher-override", action="append", default=[],
                             help="a Hydra override of the launcher, e.g. "
@@ -128,7 +128,7 @@ def launch(task: str, payloads: Sequence[Any], work_dir: str | Path, launcher: s
     manifest.write_text(json.dumps({"task": task, "launcher": launcher,
                                     "payloads": list(payloads)}))
     sweep = work_dir / JOBS_DIR
-    command = [sys.executable, "-m", "fairgames.train.launch", "-m", f"manifest={manifest}",
+    command = [sys.executable, "-m", "fairgames.train.sweeps.launch", "-m", f"manifest={manifest}",
                f"index=range(0,{len(payloads)})", f"hydra.sweep.dir={sweep}",
                "hydra.sweep.subdir=${hydra.job.num}", *launcher_overrides(launcher, jobs),
                *overrides]

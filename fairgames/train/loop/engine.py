@@ -54,10 +54,10 @@ from fairgames.game.solutions import SnapshotRecorder
 from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
+from ..data import predict_scores
+from ..evaluation import batch_group_table, parity_gaps
 from .captured import CapturedSteps
 from .checkpoint import write_checkpoint
-from .data import predict_scores
-from .evaluation import batch_group_table, parity_gaps
 from .logger import RunLogger
 from .parallel import DataParallel, agree_to_stop, shard
 
@@ -186,10 +186,10 @@ class Engine:
         batches, logging, snapshots, checkpoints: :class:`BatchSettings`,
             :class:`LogSettings`, :class:`SnapshotSettings`, :class:`CheckpointSettings`.
         parallel: a data-parallel run's rank, world size and θ's DDP module
-            (:class:`~fairgames.train.parallel.DataParallel`; ``copt`` then has the process
+            (:class:`~fairgames.train.loop.parallel.DataParallel`; ``copt`` then has the process
             group): each step plays this rank's shard of the global batch.
         early_stop: checked after each log interval, ``early_stop.observe(engine)`` says
-            whether to end the game there (:class:`~fairgames.train.early_stop.EarlyStop`;
+            whether to end the game there (:class:`~fairgames.train.results.early_stop.EarlyStop`;
             ``None``: play every step); its ``state_dict`` goes in the checkpoint.
 
     Example:
@@ -253,7 +253,7 @@ class Engine:
         self._saved_step: int | None = None
         self.params = [p for p in model.parameters() if p.requires_grad]
         # data-parallel (trainer.distributed): θ scores through DDP, on this rank's shard of
-        # every global batch (fairgames.train.parallel)
+        # every global batch (fairgames.train.loop.parallel)
         self.parallel = parallel
         self.forward = parallel.module if parallel is not None and parallel.module else model
         self._full_index = self._shard(None, len(train))
@@ -317,7 +317,7 @@ class Engine:
 
     def train_step(self) -> None:
         """One game step (no host-device sync)."""
-        if self.captured is not None:       # trainer.compile: fairgames.train.captured
+        if self.captured is not None:       # trainer.compile: fairgames.train.loop.captured
             self._last = self.captured.step()
         else:
             x, fields = self.batch(self.next_index())
@@ -368,7 +368,7 @@ class Engine:
 
     def capture_steps(self, compile: bool | None = None) -> None:
         """Play the remaining steps as one recorded graph, compiled where possible
-        (``trainer.compile``; :class:`~fairgames.train.captured.CapturedSteps`). Call it after
+        (``trainer.compile``; :class:`~fairgames.train.loop.captured.CapturedSteps`). Call it after
         any :meth:`load_state_dict`: the graph reads the tensors there at recording time.
 
         Raises:
@@ -599,7 +599,7 @@ class Engine:
 
     def save_checkpoint(self) -> Path | None:
         """Write ``checkpoint.pt`` in the run directory atomically, the one it replaces kept
-        as ``checkpoint.prev.pt`` (:func:`~fairgames.train.checkpoint.write_checkpoint`); a
+        as ``checkpoint.prev.pt`` (:func:`~fairgames.train.loop.checkpoint.write_checkpoint`); a
         step already saved is not written again. Returns :attr:`last_checkpoint`.
 
         Raises:

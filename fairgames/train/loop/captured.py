@@ -1,6 +1,6 @@
 """The training loop's step recorded once and replayed (``trainer.compile=true``).
 
-:class:`CapturedSteps` plays an :class:`~fairgames.train.engine.Engine`'s steps through
+:class:`CapturedSteps` plays an :class:`~fairgames.train.loop.engine.Engine`'s steps through
 :meth:`ConstrainedOptimizer.capture <fairgames.game.ConstrainedOptimizer.capture>`: the
 whole step — the batch's rows gathered from the split, the model's forward and backward,
 gradient clipping, the held-out scores, the fused rate pass, θ's optimizer and every player —
@@ -20,7 +20,7 @@ Example:
     >>> from fairgames.data import make_synthetic
     >>> from fairgames.game import ConstrainedOptimizer, Problem
     >>> from fairgames.rates import error_rate, positive_prediction_rate
-    >>> from fairgames.train.engine import BatchSettings, Engine, GameData
+    >>> from fairgames.train.loop.engine import BatchSettings, Engine, GameData
     >>> train = make_synthetic(n=300, d=3, seed=0).train
     >>> model = torch.nn.Linear(3, 1)
     >>> problem = Problem(error_rate(), [(positive_prediction_rate() >= 0.2).named("ppr")])
