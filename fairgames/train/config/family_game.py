@@ -22,7 +22,7 @@ from fairgames.game import DEFAULT_PRESET, default_game
 from fairgames.problems.catalog import catalog_dir
 from fairgames.rates import Constraint, Expression
 
-from . import AlgorithmConfig, algorithm_schema
+from .schema import AlgorithmConfig, algorithm_schema
 
 
 @functools.cache

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import ConfigError
+from .errors import ConfigError
 
 # Keys a resumed run may change without invalidating its checkpoint.
 RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
