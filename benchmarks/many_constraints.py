@@ -113,7 +113,7 @@ def _game(preset: str, rows: int) -> dict:
     (composed once, at the warm-up, outside the timed compile)."""
     if preset != "cli":
         return {"preset": preset}
-    from fairgames.train.run import large_game_arguments
+    from fairgames.train.game import large_game_arguments
 
     algorithm, arguments = _cli_algorithm()
     return large_game_arguments(algorithm, rows, arguments)

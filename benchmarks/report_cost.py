@@ -5,8 +5,11 @@ into ``--groups`` ≈ 1 110 groups (24 rows each, half positive), ``problem=equa
 (one constraint a group, so the default preset switches to ``lagrangian``), a 4-step
 ``trainer=smoke`` run without bootstrap, plots or TensorBoard. Per run: ``run_s`` (the whole
 ``run()``), ``report_s`` (evaluating the solutions, choosing the recommended one, checking
-and writing ``results.json`` and the report) and ``validate_s`` (the schema check alone), in
-wall-clock seconds.
+and writing ``results.json`` and the report: the pipeline's ``solutions`` and ``report``
+stages, ``RunResult.extras["stage_seconds"]``) and ``validate_s`` (the schema check alone), in
+wall-clock seconds. The candidates' scores on every split are the method's stage since the
+pipeline has stages; a tree from before them (``--before``) is timed by wrapping its
+``_report``, which scored them too.
 
 ``--before DIR`` runs the same case on another source tree (e.g. ``git archive <commit>``
 unpacked), alternating with this one: the before/after columns.
@@ -71,16 +74,23 @@ def case(path: Path, run_dir: Path) -> dict[str, float]:
                 timed[key] += time.perf_counter() - start
         return wrapper
 
-    run_module._report = timing("report_s", run_module._report)
-    run_module.validate_results = timing("validate_s", run_module.validate_results)
+    staged = not hasattr(run_module, "_report")     # a tree with the pipeline's stage clock
+    if not staged:
+        run_module._report = timing("report_s", run_module._report)
+        run_module.validate_results = timing("validate_s", run_module.validate_results)
     overrides = ["data=table", f"data.path={path}", "data.target=y", "data.protected=a*b",
                  "data.numerical=[x]", "data.categorical=[]", *SHORT]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     warnings.simplefilter("ignore")
     start = time.perf_counter()
-    run_module.run(cfg, run_dir=run_dir)
-    return {"run_s": time.perf_counter() - start, **timed}
+    result = run_module.run(cfg, run_dir=run_dir)
+    run_s = time.perf_counter() - start
+    if staged:
+        stages = result.extras["stage_seconds"]
+        timed = {"report_s": stages["solutions"] + stages["report"],
+                 "validate_s": stages["validate"]}
+    return {"run_s": run_s, **timed}
 
 
 def spawn(tree: Path, path: Path) -> dict[str, float]:

@@ -226,7 +226,7 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
     from solved_by_default import compose
 
     from fairgames.train import run
-    from fairgames.train.config import TUNE_STEPS
+    from fairgames.train.config import tune_step_keys
     from fairgames.train.data import load_splits
     from fairgames.train.sweeps.tune import candidate_metrics, choose, grid
 
@@ -235,7 +235,7 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
               if k != "robust_lr" or method in ("dro", "dro_authors", "sa")}
     if method == "unconstrained":
         wanted.pop("multiplier_lr", None)
-    full = {name: wanted.get(name, [1.0]) for name in TUNE_STEPS}      # [1]: not swept
+    full = {name: wanted.get(name, [1.0]) for name in tune_step_keys()}      # [1]: not swept
     spec = ",".join(f"{k}:[{','.join(map(str, v))}]" for k, v in full.items())
     values = grid(compose([*base, f"trainer.tune_grid={{{spec}}}"]))
     rows, kept = [], []
@@ -297,11 +297,10 @@ def reselect(result: Any, splits: Any, protected: str, seed: int, selects: Seque
     :class:`~fairgames.noisy_groups.select.RobustSelector`, ``best_iterate``)."""
     from fairgames.game.solutions import best_iterate
     from fairgames.noisy_groups.noise_model import noise_model
-    from fairgames.noisy_groups.select import RobustSelector
+    from fairgames.noisy_groups.select import RobustSelector, played_steps
     from fairgames.train.data import predict_scores
     from fairgames.train.evaluation import SolutionEvaluator
     from fairgames.train.results.solutions import candidate_values
-    from fairgames.train.run import played_steps
 
     mixture = result.extras["solutions"]["stochastic"]     # the uniform mixture: every snapshot
     problem = result.engine.copt.problem

@@ -20,7 +20,8 @@ step with a checkpoint there, prints how to resume and exits with 130 or 143. Wi
 errors (Hydra's own: an unknown group option or key, an override that does not parse; ours:
 bad values, a problem string that does not parse, a data option the loader refuses) are
 reported in one message without a traceback and exit with status 2; a missing or damaged raw
-data file exits with status 1.
+data file exits with status 1. ``families=[module,...]`` imports families of your own before
+the config is composed (:mod:`fairgames.families`), so that their options compose.
 """
 
 from __future__ import annotations
@@ -41,14 +42,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.data import DataError
-from fairgames.fair_regression.method import outcome_line
-from fairgames.noisy_groups.robust import robust_line
+from fairgames.families import FamilyError, from_argv
+from fairgames.families import load as load_families
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.config.resume import hydra_resume_args, hydra_run_dir_args
 from fairgames.train.loop.checkpoint import NoCheckpointError
 from fairgames.train.loop.parallel import hydra_args, leave, writes_outputs
+from fairgames.train.method import summary_lines
 from fairgames.train.results.early_stop import early_stop_line
 from fairgames.train.results.report import largest_violation
 from fairgames.train.results.verdict import verdict_lines
@@ -112,11 +114,8 @@ def main(cfg: DictConfig) -> float | None:
     stopped = early_stop_line(result.results)
     if stopped is not None:                  # trainer.early_stop ended the game: where, why
         say(stopped)
-    if "robust" in result.results:           # noisy groups: true / noisy / robust per split
-        say(robust_line(result.results["robust"]))
-    reduction = result.results["training"].get("reduction")
-    if reduction is not None:                 # algorithm=reduction: how it ended, plainly
-        say(outcome_line(reduction))
+    for line in summary_lines(result.results):   # the families' own: robust, reduction, ...
+        say(line)
     say("\n".join(verdict_lines(result.results["verdict"])))
     return result.results["solutions"]["recommended"]["test"]["objective"]
 
@@ -226,7 +225,18 @@ def _message(e: BaseException) -> str:
     return text
 
 
+def families(argv: list[str]) -> None:
+    """Import the families a ``families=[...]`` override names, before Hydra composes the
+    config (their groups and options must be registered by then)."""
+    try:
+        load_families(from_argv(argv))
+    except FamilyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
+    families(sys.argv[1:])
     sys.argv[1:] = hydra_resume_args(sys.argv[1:])   # keep a resumed run's .hydra/ record
     # torchrun: rank 0 writes (the other ranks' hydra.run.dir is ".", before run_dir's)
     sys.argv[1:] = hydra_args(sys.argv[1:], os.environ.get("RANK"))

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,22 @@ from typing import Any
 import torch
 
 from fairgames.data import DatasetSplits, TabularDataset
-from fairgames.fair_regression import ReductionConfig, ReductionResult, fair_regression
+from fairgames.game.players import BestResponsePlayer, ExponentiatedGradient
 from fairgames.game.solutions import StochasticModel
 from fairgames.models import GridRounded
+from fairgames.problems import ProblemSpec
 from fairgames.problems.spec import TARGET_LOSSES
+from fairgames.rates import threshold_grid
+from fairgames.train.config import ConfigError
+from fairgames.train.config.checks import Checks
+from fairgames.train.context import Helpers, RunContext, RunProblem
 from fairgames.train.data import predict_scores
 from fairgames.train.loop.logger import RunLogger
+from fairgames.train.method import Method, Trained, training_record
 from fairgames.train.results.solutions import Candidates
+
+from . import ReductionConfig, ReductionResult, fair_regression
+from .reduction import CONFIG_KEYS
 
 DEFAULT_BOUND = ReductionConfig.bound          # B
 # η. The paper's ν/(8B) (SP) makes Theorem 4's iteration bound hold but moves λ ~1 000x
@@ -218,3 +228,106 @@ def plot_reduction(result: ReductionResult, path: Path, game: str) -> None:
 
 def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
+
+
+# --------------------------------------------------------------------------- the method
+# Trainer keys of a minibatch game the reduction (full batch, not checkpointed) cannot honour,
+# with the value it needs.
+TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
+           "constraint_split": "train", "resume": False, "stop_after": None, "tune": None,
+           "compile": False}
+
+
+class ReductionMethod(Method):
+    """``algorithm=reduction``: paper 003's reduction in place of the game — the same data,
+    problem, evaluation and outputs, its iterates as the candidates. It plays exponentiated
+    gradient on λ (``radius`` = B, ``multiplier_lr`` = η) against a best response
+    (``theta_steps``: L-BFGS iterations where there is no closed form) and reads its own
+    keys ``best_response`` and ``gap``; every other player key stays at its default."""
+
+    name = "reduction"
+    config_keys = CONFIG_KEYS
+    players = {"theta": BestResponsePlayer, "multipliers": ExponentiatedGradient}
+    surrogates = False      # its best responses fit the exact Lagrangian
+    raw_scores = True       # its iterates are raw scores, deployed rounded to the grid
+
+    def train(self, ctx: RunContext, problem: RunProblem, helpers: Helpers) -> Trained:
+        inputs, trainer, train = ctx.inputs, ctx.inputs.trainer, ctx.splits.train
+        spec = _reduction_spec(inputs.spec)
+        config = reduction_settings(inputs.algorithm.to_mapping(), game=spec.reduction,
+                                    tolerance=float(spec.tolerance or 0.0),
+                                    label_kind=train.label_kind, grid_size=spec.grid_size,
+                                    iterations=trainer.steps, check_every=trainer.log_every,
+                                    seed=inputs.seed)
+        try:
+            result = play_reduction(inputs.model.factory, train, inputs.protected, config)
+        except ValueError as e:      # the sample's checks: targets outside [0, 1], NaN features
+            raise ConfigError(f"algorithm=reduction: {e}") from e
+        ctx.extras["reduction"] = result
+        names = row_names(spec.reduction, train.group_names[inputs.protected],
+                          threshold_grid(spec.grid_size))
+        candidates = reduction_candidates(result, ctx.splits, spec.grid_size, trainer.eval_chunk)
+
+        def record(choice: Mapping[str, Any]) -> dict[str, Any]:
+            return training_record(
+                steps=result.iterations, preset=self.name,
+                multipliers=dict(zip(names, result.lambda_hat.tolist(), strict=True)),
+                slacks={}, likely_infeasible=result.outcome == "infeasible",
+                seconds=time.perf_counter() - ctx.started, snapshots=result.first_iterations,
+                choice=choice,
+                constraint_data={"split": "train", "theta_rows": len(train),
+                                 "heldout_rows": 0, "rows_file": None},
+                problem={"constraints": list(problem.problem.constraint_names),
+                         "multiplier_rows": names, "slacks": []},
+                own={"reduction": reduction_record(result, config)})
+
+        def write(run_dir: Path, results: Mapping[str, Any], logger: RunLogger) -> None:
+            log_reduction(logger, result, names, trainer.log_every, spec.reduction)
+            if trainer.plots:
+                plot_reduction(result, run_dir / "dynamics.png", spec.reduction)
+
+        return Trained(candidates, candidates.model, record, write=write,
+                       metadata={"rounded_to_grid": spec.grid_size}, steps=result.iterations)
+
+    def lines(self, results: Mapping[str, Any]) -> list[str]:
+        record = results["training"].get("reduction")
+        return [outcome_line(record)] if record is not None else []
+
+
+def _reduction_spec(spec: Any) -> ProblemSpec:
+    """The problem, which must name its paper-003 game (``reduction: sp | bgl``)."""
+    if not isinstance(spec, ProblemSpec) or spec.reduction is None:
+        name = spec.name if isinstance(spec, ProblemSpec) else "custom"
+        raise ConfigError(f"algorithm=reduction plays paper 003's problems, those that name "
+                          f"their game (reduction: sp or bgl: problem=sp_regression, "
+                          f"problem=bounded_group_loss); problem={name} names none: pick one "
+                          "of those or another algorithm")
+    return spec
+
+
+def check_reduction(c: Any, check: Checks) -> None:
+    """What ``algorithm=reduction`` cannot honour: another λ strategy, a surrogate (its
+    multipliers and its best responses both see the true rates), a minibatch or resumable
+    trainer, torchrun (its oracles fit in one process)."""
+    a, t = c.algorithm, c.trainer
+    if a.name != ReductionMethod.name:
+        return
+    if a.multipliers not in (None, ExponentiatedGradient.strategy):
+        check.bad("algorithm.multipliers", a.multipliers, "algorithm=reduction plays "
+                  f"{ExponentiatedGradient.strategy} on λ (paper 003's Algorithms 1 and 2): "
+                  "leave it null")
+    for name, default in (("surrogate", "auto"), ("objective_surrogate", None),
+                          ("temperature", None)):
+        if a.get(name) != default and not (name == "objective_surrogate"
+                                           and a.get(name) == "none"):
+            check.bad(f"algorithm.{name}", a.get(name), "algorithm=reduction's best responses "
+                      "fit the exact Lagrangian (no surrogate): leave it at "
+                      f"{'null' if default is None else default}")
+    for name, needed in TRAINER.items():
+        if t.get(name) != needed:
+            check.bad(f"trainer.{name}", t.get(name), "algorithm=reduction plays full-batch "
+                      "best responses in one uninterrupted run: leave it at "
+                      f"{'null' if needed is None else needed}")
+    if t.get("distributed"):
+        check.bad("trainer.distributed", True, "algorithm=reduction fits its oracles in one "
+                  "process: train it without torchrun")

@@ -18,16 +18,22 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from fairgames.data import DatasetSplits
 from fairgames.game import Problem
-from fairgames.noisy_groups.ideal_soft import IdealSettings, IdealSoftAssignments
+from fairgames.train.config import ConfigError
+from fairgames.train.context import Helpers, RunContext, RunInputs, RunProblem
 from fairgames.train.data import predict_scores
+from fairgames.train.method import Method, Trained, training_record
 from fairgames.train.results.solutions import Candidates
 
+from .ideal_soft import IdealSettings, IdealSoftAssignments
 from .noise_model import noise_model
 from .robust import RobustConfig, check_splits
 
@@ -83,3 +89,46 @@ def ideal_record(ideal: IdealSoftAssignments) -> dict[str, Any]:
             "rows": list(ideal.terms.row_names),
             "lambdas": ideal.lambdas, "deltas": ideal.deltas,
             "mixture_robust": deltas.mean(0).tolist() if len(ideal.deltas) else None}
+
+
+class IdealMethod(Method):
+    """``robust=soft_assignments_ideal``: paper 004's ideal Algorithms 1/3 in place of the
+    game — the same data, problem, evaluation and outputs; its uniform mixture of inner
+    iterates is the ``stochastic`` solution, recommended unless ``trainer.recommend`` says."""
+
+    name = IDEAL
+    key = "robust.name"
+
+    def prepare(self, inputs: RunInputs) -> RunInputs:
+        if inputs.trainer.recommend != "auto":
+            return inputs
+        return dataclasses.replace(inputs, trainer=dataclasses.replace(
+            inputs.trainer, recommend="stochastic"))
+
+    def train(self, ctx: RunContext, problem: RunProblem, helpers: Helpers) -> Trained:
+        inputs, trainer = ctx.inputs, ctx.inputs.trainer
+        model = inputs.model.factory().to(inputs.device)
+        settings = ideal_settings(inputs.groups["robust"], trainer.steps)
+        try:
+            ideal = play_ideal(problem.problem, model,
+                               inputs.model.optimizer(model.parameters()), ctx.splits,
+                               inputs.protected, settings)
+        except ValueError as e:
+            raise ConfigError(f"robust=soft_assignments_ideal: {e}") from e
+        candidates = ideal_candidates(ideal, ctx.splits, trainer.eval_chunk)
+        record = ideal_record(ideal)
+
+        def training(choice: Mapping[str, Any]) -> dict[str, Any]:
+            return training_record(
+                steps=settings.outer, preset=IDEAL,
+                multipliers=dict(zip(record["rows"], ideal.lam.tolist(), strict=True)),
+                slacks={}, likely_infeasible=False,
+                seconds=time.perf_counter() - ctx.started,
+                snapshots=range(1, len(ideal.members) + 1), choice=choice,
+                constraint_data={"split": "train", "theta_rows": len(ctx.splits.train),
+                                 "heldout_rows": 0, "rows_file": None},
+                problem={"constraints": list(problem.problem.constraint_names),
+                         "multiplier_rows": record["rows"], "slacks": []},
+                own={"ideal": record})
+
+        return Trained(candidates, candidates.mixture, training, steps=settings.outer)

@@ -21,9 +21,10 @@ import torch
 
 from fairgames.data import TabularDataset, estimate_group_noise, true_attribute
 from fairgames.game import Problem
-from fairgames.noisy_groups.soft_assignments import SoftAssignmentPlayer
-from fairgames.noisy_groups.soft_groups import cell_codes, cell_counts
-from fairgames.noisy_groups.soft_worst_case import soft_worst_case
+
+from .soft_assignments import SoftAssignmentPlayer
+from .soft_groups import cell_codes, cell_counts
+from .soft_worst_case import soft_worst_case
 
 
 def noise_model(train: TabularDataset, attribute: str) -> torch.Tensor:

@@ -37,16 +37,18 @@ import torch
 
 from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
+from fairgames.game.players import BestResponsePlayer
 from fairgames.game.players.base import Player
 from fairgames.game.stochastic import StochasticModel
-from fairgames.noisy_groups.dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
-from fairgames.noisy_groups.ideal_soft import IdealSettings
-from fairgames.noisy_groups.soft_assignments import SOFT_TIMINGS
-from fairgames.noisy_groups.tv_ball import robust_values
+from fairgames.train.config import players_of
 from fairgames.train.config.checks import Checks
 
+from .dro import ASCENTS, OPTIMIZERS, PROJECTIONS, DROPlayer
+from .ideal_soft import IdealSettings
 from .noise_model import noise_model, noise_table, soft_player, soft_values
 from .select import SELECTS, RobustSelector
+from .soft_assignments import SOFT_TIMINGS
+from .tv_ball import robust_values
 
 METHODS = ("none", "dro", "soft_assignments", "soft_assignments_ideal")
 # each method's own keys: another method's, set away from its default, is refused
@@ -99,7 +101,7 @@ class RobustConfig:
 
 
 def check_robust(c: Any, check: Checks) -> None:
-    """The ``robust`` group's value rules (registered in :mod:`fairgames.train.config`)."""
+    """The ``robust`` group's value rules (registered with the group, :mod:`.plugin`)."""
     r = c.get("robust")
     if r is None:
         return
@@ -129,7 +131,8 @@ def check_robust(c: Any, check: Checks) -> None:
     if r.name == "dro" and c.trainer.constraint_split != "train":
         check.bad("trainer.constraint_split", c.trainer.constraint_split,
                   "robust=dro reweights the training rows by id: use train")
-    if r.name != "none" and c.algorithm.name in ("reduction", "algorithm1", "frank_wolfe"):
+    theta = (players_of(c.algorithm) or {}).get("theta")
+    if r.name != "none" and theta is not None and issubclass(theta, BestResponsePlayer):
         check.bad("algorithm.name", c.algorithm.name, f"robust={r.name} needs a gradient "
                   "θ-player (its adversary moves with θ's steps)")
 

@@ -39,9 +39,9 @@ from torch import nn
 
 from fairgames.data import TabularDataset
 from fairgames.game import Problem
-from fairgames.noisy_groups.tv_ball import robust_values, sample_tv_ball
 
 from .noise_model import soft_values
+from .tv_ball import robust_values, sample_tv_ball
 
 SELECTS = ("noisy", "tv", "tv_sampled", "soft", "played")
 
@@ -183,3 +183,17 @@ class RobustSelector:
         return {"rule": self.rule,
                 "samples": self.samples if self.rule == "tv_sampled" else None,
                 "seed": self.seed if self.rule == "tv_sampled" else None}
+
+
+def played_steps(engine: Any, copt: Any) -> dict[int, torch.Tensor] | None:
+    """``robust.select=played``: the adversary's ``p̃`` by training step, at every kept
+    snapshot and at the final step (``None`` when the run does not record them)."""
+    rec = engine.extra_snapshots
+    if rec is None:
+        return None
+    if rec.steps != engine.snapshots.steps:
+        raise RuntimeError(f"the adversary's snapshots (steps {rec.steps}) are not the "
+                           f"model's ({engine.snapshots.steps})")
+    played = dict(zip(rec.steps, rec.stacked()["p"], strict=True)) if len(rec) else {}
+    played[engine.step] = copt.player("dro").p.detach().clone()
+    return played

@@ -9,7 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,16 @@ from fairgames.data import TabularDataset
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.game.solutions import StochasticModel, load_solution
 from fairgames.models import build_model
-from fairgames.problems import Environment, compile_expression
+from fairgames.problems import Environment, ProblemSpec, compile_expression
 from fairgames.rates import error_rate
 
 from .config import ConfigError, TrainerConfig
+from .context import Helpers, ModelFactory, OptimizerFactory, RunContext
+from .data import predict_scores
 from .evaluation import SolutionEvaluator
 from .loop.engine import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 
 MODEL_FILE = "final.pt"
-ModelFactory = Callable[[], torch.nn.Module]
-OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
 
 
 def model_options(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,3 +108,66 @@ def unconstrained_values(metrics: list[str], train: TabularDataset, protected: s
         ev = SolutionEvaluator(e, [], protected)
         out[f"unconstrained_{m}"] = ev.evaluate(train, scores)["objective"]
     return out
+
+
+# --------------------------------------------------------------------------- the helpers stage
+def train_helpers(ctx: RunContext) -> Helpers:
+    """Helper models: the unconstrained metrics and the churn baseline the problem reads."""
+    inputs, spec = ctx.inputs, ctx.inputs.spec
+    helpers = Helpers()
+    if isinstance(spec, ProblemSpec):
+        metrics = spec.unconstrained_metrics()
+        if metrics:
+            helpers.values = _unconstrained_values(ctx, metrics)
+            helpers.unconstrained = {"steps": ctx.steps, "split": "train",
+                                     "values": helpers.values}
+        if spec.needs_baseline() and inputs.baseline.scores is None:
+            base_model, helpers.baseline_info = _baseline_model(ctx)
+            ctx.extras["baseline_model"] = base_model
+            helpers.baselines = {
+                name: predict_scores(base_model, ds.features, inputs.trainer.eval_chunk)
+                for name, ds in ctx.splits.items()}
+    if inputs.baseline.scores is not None:
+        helpers.baselines = {k: v.to(inputs.device) for k, v in inputs.baseline.scores.items()}
+        helpers.baseline_info = {"source": "given"}
+    return helpers
+
+
+def _unconstrained_values(ctx: RunContext, metrics: list[str]) -> dict[str, float]:
+    """Paper 000's UncError metrics: trained now, or the resumed run's. The model is kept in
+    ``ctx.extras["unconstrained_model"]``: it is a candidate of the recommendation."""
+    inputs, train = ctx.inputs, ctx.splits.train
+    if ctx.checkpoint is not None:
+        state = ctx.checkpoint["run"].get("unconstrained_state")
+        if state is not None:
+            unc = inputs.model.factory().to(inputs.device)
+            unc.load_state_dict(state)
+            ctx.extras["unconstrained_model"] = unc
+        return dict(ctx.checkpoint["run"]["unconstrained"])
+    unc = train_unconstrained(inputs.model.factory, inputs.model.optimizer, train,
+                              inputs.protected, inputs.trainer, inputs.seed, ctx.steps)
+    ctx.extras["unconstrained_model"] = unc
+    scores = predict_scores(unc, train.features, inputs.trainer.eval_chunk)
+    return unconstrained_values(metrics, train, inputs.protected, scores)
+
+
+def _baseline_model(ctx: RunContext) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The churn baseline (loaded, resumed or trained) and its ``results.json`` record."""
+    inputs, train, ckpt = ctx.inputs, ctx.splits.train, ctx.checkpoint
+    source, seed = inputs.baseline, inputs.seed
+    if source.path is not None:
+        return load_baseline(source.path, inputs.device), {"source": str(source.path)}
+    n_base = max(1, math.ceil(source.fraction * len(train)))
+    info = {"source": "trained", "fraction": source.fraction, "rows": n_base,
+            "steps": ctx.steps}
+    if ckpt is not None:   # the resumed run reuses the killed run's baseline
+        base_model = inputs.model.factory().to(inputs.device)
+        base_model.load_state_dict(ckpt["run"]["baseline_state"])
+        return base_model, info
+    # An older model that saw less data: a seeded share of the training rows.
+    g = torch.Generator().manual_seed(seed + 7919)
+    rows = torch.randperm(len(train), generator=g)[:n_base]
+    base_model = train_unconstrained(inputs.model.factory, inputs.model.optimizer,
+                                     train.subset(rows), inputs.protected, inputs.trainer, seed,
+                                     ctx.steps)
+    return base_model, info

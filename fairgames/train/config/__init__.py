@@ -14,7 +14,6 @@ from .schema import (
     EARLY_STOP_DEFAULTS,
     MULTIPLIER_OPTIMIZERS,
     OPTIMIZERS,
-    REDUCTION,
     TUNE_STEPS,
     AlgorithmConfig,
     ModelConfig,
@@ -23,11 +22,14 @@ from .schema import (
     TrainConfig,
     TrainerConfig,
     algorithm_schema,
+    players_of,
     register,
+    train_schema,
+    tune_step_keys,
     validate,
 )
 
-__all__ = ["EARLY_STOP_DEFAULTS", "MULTIPLIER_OPTIMIZERS", "OPTIMIZERS", "REDUCTION",
-           "TUNE_STEPS", "AlgorithmConfig", "ConfigError", "ModelConfig", "OptimizerConfig",
-           "ProblemConfig", "TrainConfig", "TrainerConfig", "algorithm_schema", "register",
-           "validate"]
+__all__ = ["EARLY_STOP_DEFAULTS", "MULTIPLIER_OPTIMIZERS", "OPTIMIZERS", "TUNE_STEPS",
+           "AlgorithmConfig", "ConfigError", "ModelConfig", "OptimizerConfig", "ProblemConfig",
+           "TrainConfig", "TrainerConfig", "algorithm_schema", "players_of", "register",
+           "train_schema", "tune_step_keys", "validate"]

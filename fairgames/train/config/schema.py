@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from collections.abc import Mapping
@@ -36,20 +37,16 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from fairgames.fair_regression.reduction import CONFIG_KEYS as REDUCTION_KEYS
 from fairgames.game import PRESETS
 from fairgames.game.players import MULTIPLIER_OPTIMIZERS as _LAMBDA_OPTIMIZERS
 from fairgames.game.players import (
     MULTIPLIER_PLAYERS,
-    BestResponsePlayer,
     ConfigKey,
-    ExponentiatedGradient,
     Player,
     watch_strategies,
 )
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
 from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
-from fairgames.noisy_groups.robust import RobustConfig, check_robust
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
 from .errors import ConfigError
@@ -63,11 +60,9 @@ STOCHASTIC = ("uniform", "shrunk")
 SNAPSHOT_STRATEGIES = ("reservoir", "uniform_stride")
 RECOMMEND = ("auto", "final", "best_iterate", "stochastic")
 TUNE_MODES = ("validation",)
-# trainer.tune_grid's keys: the step sizes a tuned run sweeps, and the config keys they scale.
-# robust_lr: the robust adversary's step (DRO's η_p̃, soft assignments' η_w; paper 004's
-# Table 1 grid sweeps it beside η_θ and η_λ).
-TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr",
-              "robust_lr": "robust.lr"}
+# trainer.tune_grid's keys: the step sizes a tuned run sweeps, and the config keys they scale
+# (a family adds its own: fairgames.train.method.register_tune_step; tune_step_keys() has all).
+TUNE_STEPS = {"lr": "optimizer.lr", "multiplier_lr": "algorithm.multiplier_lr"}
 
 
 
@@ -230,23 +225,48 @@ LARGE_GAME = ("switch", "keep")
 # (fairgames.train.config.family_game) or is kept as named
 FAMILY_GAME = ("switch", "keep")
 _SCHEMA: dict[tuple[Any, ...], type] = {}
-# algorithm=reduction: paper 003's reduction (fairgames.fair_regression.method), not a game preset.
-# It plays exponentiated gradient on λ (radius = B, multiplier_lr = η) against a best
-# response (theta_steps: L-BFGS iterations where there is no closed form) and reads
-# REDUCTION_KEYS (best_response, gap); every other player key must stay at its default.
-REDUCTION = "reduction"
-REDUCTION_PLAYERS = {"theta": BestResponsePlayer, "multipliers": ExponentiatedGradient}
-# Trainer keys of a minibatch game the reduction (full batch, not checkpointed) cannot honour,
-# with the value it needs.
-REDUCTION_TRAINER = {"epochs": None, "batch_size": None, "balanced_batches": False,
-                     "constraint_split": "train", "resume": False, "stop_after": None,
-                     "tune": None, "compile": False}
+
+
+def _algorithm_methods() -> dict[str, Any]:
+    """The methods a family registered as ``algorithm`` options (e.g. paper 003's
+    ``reduction``), by name."""
+    from ..registry import methods
+
+    return methods("algorithm.name")
+
+
+def method_keys() -> list[tuple[ConfigKey, str]]:
+    """The ``algorithm.<key>`` settings the registered methods declare, each with its
+    method's name."""
+    return [(key, name) for name, m in _algorithm_methods().items() for key in m.config_keys]
+
+
+def tune_step_keys() -> dict[str, str]:
+    """``trainer.tune_grid``'s step sizes (the core's, :data:`TUNE_STEPS`, and the families'),
+    each with the config key it scales.
+
+    Example:
+        >>> tune_step_keys()["lr"]
+        'optimizer.lr'
+    """
+    from ..registry import tune_steps
+
+    return {**TUNE_STEPS, **{name: key for name, (key, _) in tune_steps().items()}}
+
+
+def _tune_grid() -> dict[str, list[float]]:
+    """``trainer.tune_grid``'s default: θ's and λ's steps 3 × 3, a family's at its defaults."""
+    from ..registry import tune_steps
+
+    return {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0],
+            **{name: list(default) for name, (_, default) in tune_steps().items()}}
 
 
 def algorithm_schema() -> type:
     """The ``algorithm`` group's Hydra schema (a dataclass named ``AlgorithmConfig``): the
-    shared keys of :class:`AlgorithmConfig` and every key a registered player class declares
-    (``fairgames.game.presets.registered_config_keys``), typed and with its default — so
+    shared keys of :class:`AlgorithmConfig`, every key a registered player class declares
+    (``fairgames.game.presets.registered_config_keys``) and every key a registered method
+    declares (:attr:`fairgames.train.method.Method.config_keys`), typed and with its default — so
     ``algorithm.<key>=...`` composes for any registered strategy, and a misspelt key fails at
     compose time. Rebuilt when the strategies change.
 
@@ -256,7 +276,8 @@ def algorithm_schema() -> type:
          'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'objective_surrogate',
          'temperature', 'ratio_floor', 'large_game', 'family_game']
     """
-    declared = [key for key, _ in registered_config_keys().values()] + list(REDUCTION_KEYS)
+    declared = ([key for key, _ in registered_config_keys().values()]
+                + [key for key, _ in method_keys()])
     signature = tuple((k.name, k.type, k.default) for k in declared)
     if signature not in _SCHEMA:
         shared = {f.name: f for f in fields(AlgorithmConfig) if f.name != "settings"}
@@ -371,9 +392,7 @@ class TrainerConfig:
     eval_chunk: int = 65536
     bootstrap: int = 1000
     tune: str | None = None
-    tune_grid: dict[str, list[float]] = field(
-        default_factory=lambda: {"lr": [0.3, 1.0, 3.0], "multiplier_lr": [0.3, 1.0, 3.0],
-                                 "robust_lr": [1.0]})
+    tune_grid: dict[str, list[float]] = field(default_factory=_tune_grid)
     distributed: bool = False
     compile: bool = False
     early_stop: dict[str, Any] = field(default_factory=lambda: dict(EARLY_STOP_DEFAULTS))
@@ -381,7 +400,10 @@ class TrainerConfig:
 
 @dataclass
 class TrainConfig:
-    """The whole run. ``run_dir`` defaults to Hydra's output directory.
+    """The whole run, the core's groups: a family's own group (e.g. ``robust``) joins them in
+    :func:`train_schema`. ``run_dir`` defaults to Hydra's output directory; ``families``
+    names modules of families of your own, imported before the config is composed
+    (:mod:`fairgames.families`).
 
     Example:
         >>> cfg = OmegaConf.structured(TrainConfig)
@@ -396,22 +418,56 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     algorithm: Any = field(default_factory=lambda: algorithm_schema()())
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    robust: RobustConfig = field(default_factory=RobustConfig)
     seed: int = 0
     run_dir: str | None = None
+    families: list[str] = field(default_factory=list)
+
+
+_ROOTS: dict[tuple[Any, ...], type] = {}
+
+
+def train_schema() -> type:
+    """The run's root schema (a dataclass named ``TrainConfig``): :class:`TrainConfig`'s groups
+    with every registered family's group before ``seed``
+    (:func:`fairgames.train.method.register_group`). Rebuilt when a family registers one.
+
+    Example:
+        >>> [f.name for f in fields(train_schema())][-4:]
+        ['robust', 'seed', 'run_dir', 'families']
+    """
+    from ..registry import family_groups
+
+    groups = family_groups()
+    signature = tuple((g.name, g.schema) for g in groups.values())
+    if signature not in _ROOTS:
+        core = [(f.name, f.type, _copy(f)) for f in fields(TrainConfig)]
+        at = [name for name, _, _ in core].index("seed")
+        own = [(g.name, Any, field(default_factory=g.schema)) for g in groups.values()]
+        root = make_dataclass("TrainConfig", [*core[:at], *own, *core[at:]])
+        root.__module__ = __name__
+        root.__doc__ = "The run's root schema (see :func:`train_schema`)."
+        _ROOTS[signature] = root
+    return _ROOTS[signature]
+
+
+def _copy(f: Any) -> Any:
+    """A dataclass field's default, as a new field (a field object belongs to one class)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return field(default_factory=f.default_factory)
+    return field(default=f.default)
 
 
 def register() -> None:
-    """Register ``train_schema`` in Hydra's ConfigStore and the ``algorithm`` group's keys in
-    the check registry (idempotent; done on import, and again whenever a strategy is
-    registered, so its keys compose).
+    """Register ``train_schema`` (:func:`train_schema`) in Hydra's ConfigStore and the
+    ``algorithm`` group's keys in the check registry (idempotent; done on import, and again
+    whenever a strategy, a method or a family's group is registered, so its keys compose).
 
     Example:
         >>> register()
         >>> "train_schema.yaml" in ConfigStore.instance().list("/")
         True
     """
-    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    ConfigStore.instance().store(name="train_schema", node=train_schema())
     register_group("algorithm", algorithm_schema())
 
 
@@ -437,9 +493,12 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         invalid config:
           trainer.device='tpu': expected one of ['auto', 'cpu', 'cuda']
     """
+    from fairgames.families import load
+
     c = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+    load(list(c.get("families") or ()))     # the families the config names check their keys
     # Keys forced in with Hydra's `+key=value` bypass the schema's struct flag: check them too.
-    for errors in (lambda: key_errors(c, TrainConfig), lambda: value_errors(c)):
+    for errors in (lambda: key_errors(c, train_schema()), lambda: value_errors(c)):
         found = errors()
         if found:
             raise ConfigError("invalid config:\n  " + "\n  ".join(found))
@@ -452,8 +511,6 @@ register_group("model", ModelConfig)
 register_group("optimizer", OptimizerConfig)
 register_group("algorithm", algorithm_schema())   # refreshed by register() at the end
 register_group("trainer", TrainerConfig)
-register_group("robust", RobustConfig)
-register_validator("robust")(check_robust)
 register_group("seed")
 
 
@@ -518,12 +575,10 @@ def _check_algorithm(c: DictConfig, check: Checks) -> None:
     from fairgames.rates.surrogates import KINDS
 
     a = c.algorithm
-    check.choice("algorithm.name", a.name, [*PRESETS, REDUCTION])
-    if a.name == REDUCTION and a.multipliers not in (None, ExponentiatedGradient.strategy):
-        check.bad("algorithm.multipliers", a.multipliers, "algorithm=reduction plays "
-                  f"{ExponentiatedGradient.strategy} on λ (paper 003's Algorithms 1 and 2): "
-                  "leave it null")
-    elif a.multipliers is not None:
+    method = _algorithm_methods()
+    check.choice("algorithm.name", a.name, [*PRESETS, *method])
+    if a.multipliers is not None and a.name not in method:    # a method checks its own
+
         check.choice("algorithm.multipliers", a.multipliers, MULTIPLIER_PLAYERS)
     check.choice("algorithm.surrogate", a.surrogate, ("auto", *KINDS))
     if a.get("objective_surrogate") is not None:
@@ -540,7 +595,7 @@ def _check_player_settings(c: DictConfig, check: Checks) -> None:
     """Every key a player declares: its rule where the preset plays it, else it must be left
     at its default (a key no player of this game reads would be silently ignored)."""
     a = c.algorithm
-    players = _players_of(a)
+    players = players_of(a)
     played = ({} if players is None else
               {k.name: k for cls in players.values() for k in cls.config_keys})
     for name, (key, owners) in registered_config_keys().items():
@@ -554,42 +609,29 @@ def _check_player_settings(c: DictConfig, check: Checks) -> None:
 
 
 @register_validator("algorithm")
-def _check_reduction_settings(c: DictConfig, check: Checks) -> None:
-    """The reduction's own keys (only it reads them), and what it cannot honour: a surrogate
-    (its multipliers and its best responses both see the true rates) and a minibatch
-    trainer."""
-    a, t = c.algorithm, c.trainer
-    for key in REDUCTION_KEYS:
+def _check_method_settings(c: DictConfig, check: Checks) -> None:
+    """Every key a registered method declares: its rule where the method is played, else it
+    must be left at its default (only that method reads it)."""
+    a = c.algorithm
+    for key, name in method_keys():
         value = a.get(key.name, key.default)
-        if a.name == REDUCTION:
+        if a.name == name:
             problem = key.problem(value)
             if problem is not None:
                 check.bad(f"algorithm.{key.name}", value, problem)
         elif value != key.default:
-            check.bad(f"algorithm.{key.name}", value, f"only algorithm={REDUCTION} reads it "
+            check.bad(f"algorithm.{key.name}", value, f"only algorithm={name} reads it "
                       f"({key.doc.split(':')[0]}): leave it at {key.default!r} or pick "
-                      f"algorithm={REDUCTION}")
-    if a.name != REDUCTION:
-        return
-    for name, default in (("surrogate", "auto"), ("objective_surrogate", None),
-                          ("temperature", None)):
-        if a.get(name) != default and not (name == "objective_surrogate"
-                                           and a.get(name) == "none"):
-            check.bad(f"algorithm.{name}", a.get(name), "algorithm=reduction's best responses "
-                      "fit the exact Lagrangian (no surrogate): leave it at "
-                      f"{'null' if default is None else default}")
-    for name, needed in REDUCTION_TRAINER.items():
-        if t.get(name) != needed:
-            check.bad(f"trainer.{name}", t.get(name), "algorithm=reduction plays full-batch "
-                      "best responses in one uninterrupted run: leave it at "
-                      f"{'null' if needed is None else needed}")
+                      f"algorithm={name}")
 
 
-def _players_of(a: DictConfig) -> dict[str, type[Player]] | None:
-    """The classes of the players ``algorithm=a.name`` plays, by role (``None`` when the name
-    or the λ strategy is unknown: reported by ``_check_algorithm``)."""
-    if a.name == REDUCTION:
-        return dict(REDUCTION_PLAYERS)
+def players_of(a: DictConfig) -> dict[str, type[Player]] | None:
+    """The classes of the players ``algorithm=a.name`` plays, by role (a registered method:
+    the players whose keys it reads; ``None`` when the name or the λ strategy is unknown:
+    reported by ``_check_algorithm``)."""
+    method = _algorithm_methods().get(a.name)
+    if method is not None:
+        return dict(method.players)
     if a.name not in PRESETS or (a.multipliers is not None and
                                  a.multipliers not in MULTIPLIER_PLAYERS):
         return None
@@ -665,7 +707,7 @@ def _check_trainer_data(c: DictConfig, check: Checks) -> None:
     check.choice("trainer.constraint_split", t.constraint_split, CONSTRAINT_SPLITS)
     if not 0.0 < t.constraint_fraction < 1.0:
         check.bad("trainer.constraint_fraction", t.constraint_fraction, "must lie in (0, 1)")
-    players = _players_of(a)
+    players = players_of(a)
     inside = [player_label(cls) for cls in (players or {}).values() if cls.plays_inside_step]
     if t.constraint_split != "train" and inside:
         check.bad("trainer.constraint_split", t.constraint_split,
@@ -688,29 +730,25 @@ def _check_trainer_tune(c: DictConfig, check: Checks) -> None:
     if t.tune is None:
         return
     check.choice("trainer.tune", t.tune, TUNE_MODES)
+    steps = tune_step_keys()
     for name, factors in t.tune_grid.items():
         key = f"trainer.tune_grid.{name}"
-        if name not in TUNE_STEPS:
-            close = difflib.get_close_matches(name, TUNE_STEPS, n=1)
+        if name not in steps:
+            close = difflib.get_close_matches(name, steps, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             check.bad(key, _plain(factors), f"unknown step size; {hint}the grid takes "
-                      f"{sorted(TUNE_STEPS)} (multiples of {', '.join(TUNE_STEPS.values())})")
+                      f"{sorted(steps)} (multiples of {', '.join(steps.values())})")
         elif not factors or any(isinstance(f, bool) or not isinstance(f, int | float) or
                                 not 0.0 < f < math.inf for f in factors):
             check.bad(key, _plain(factors), "a non-empty list of positive multiples of the "
-                      f"run's {TUNE_STEPS[name]}, e.g. [0.3, 1, 3]")
-    players = _players_of(c.algorithm)
+                      f"run's {steps[name]}, e.g. [0.3, 1, 3]")
+    players = players_of(c.algorithm)
     lam = t.tune_grid.get("multiplier_lr")
     if players is not None and lam and list(lam) != [1.0] and not any(
             k.name == "multiplier_lr" for k in players["multipliers"].config_keys):
         check.bad("trainer.tune_grid.multiplier_lr", _plain(lam),
                   f"the {player_label(players['multipliers'])} of algorithm={c.algorithm.name} "
                   "has no step size: set trainer.tune_grid.multiplier_lr=[1] (tune θ's only)")
-    adversary = t.tune_grid.get("robust_lr")
-    if adversary and list(adversary) != [1.0] and c.robust.name == "none":
-        check.bad("trainer.tune_grid.robust_lr", _plain(adversary), "robust=none has no "
-                  "adversary step to sweep: choose robust=dro or robust=soft_assignments, or "
-                  "leave robust_lr out of the grid")
     # Selection must stay honest: validation is what the tuner compares on.
     if t.constraint_split == "validation":
         check.bad("trainer.constraint_split", "validation", "trainer.tune=validation compares "
@@ -726,8 +764,8 @@ def _check_trainer_tune(c: DictConfig, check: Checks) -> None:
 
 @register_validator("trainer")
 def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
-    """What a data-parallel run cannot do: NCCL without GPUs, a tuned grid (its own jobs),
-    paper 003's reduction (one-process oracles)."""
+    """What a data-parallel run cannot do: NCCL without GPUs, a tuned grid (its own jobs); a
+    method that cannot says so in its own validator."""
     if not c.trainer.distributed:
         return
     if c.trainer.tune is not None:
@@ -739,9 +777,6 @@ def _check_trainer_distributed(c: DictConfig, check: Checks) -> None:
         check.bad("trainer.distributed", True, "with trainer.device=cuda the ranks talk over "
                   "NCCL, which needs GPUs, and this machine has none: use trainer.device=cpu "
                   "(gloo)")
-    if c.algorithm.name == REDUCTION:
-        check.bad("trainer.distributed", True, "algorithm=reduction fits its oracles in one "
-                  "process: train it without torchrun")
 
 
 @register_validator("trainer")

@@ -200,6 +200,7 @@ class EarlyStop:
         >>> ev = SolutionEvaluator(problem.objective, list(problem.constraints.values()),
         ...                        "group")
         >>> model = torch.nn.Linear(3, 1)
+        >>> _ = torch.nn.init.zeros_(model.weight), torch.nn.init.zeros_(model.bias)
         >>> copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
         >>> stop = EarlyStop(StopRule(patience=2, objective_tol=1.0, best_tol=1.0), ev, train)
         >>> engine = Engine(model, copt, GameData(train, "group"), steps=100,

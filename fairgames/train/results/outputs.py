@@ -1,5 +1,5 @@
-"""Writing a finished run's outputs: results.json, report.md, dynamics.png, the solution
-files and the TensorBoard hparams.
+"""Writing a finished run's outputs: results.json, report.md, the group tables, the solution
+files, the TensorBoard hparams and the game's dynamics.png.
 
 Example:
     >>> flatten({"a": {"b": 1, "c": None}, "d": [1, 2]})
@@ -28,22 +28,17 @@ SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",
                   "stochastic": "stochastic.pt", "recommended": "recommended.pt"}
 
 
-def write_outputs(run_dir: Path, results: dict[str, Any], statements: Mapping[str, Any],
-                   engine: Engine, solutions: Mapping[str, torch.nn.Module],
-                   model_config: dict[str, Any] | None,
-                   copt: ConstrainedOptimizer, logger: RunLogger, trainer: TrainerConfig
-                   ) -> None:
-    """Write every output of a finished game into ``run_dir``."""
-    write_files(run_dir, results, statements, solutions, model_config)
-    if trainer.plots and engine.history:
-        rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
-                                  strict=True) if k == "constraint"]
-        plot_dynamics(engine.history, run_dir / "dynamics.png", rows,
-                      split="held-out " + trainer.constraint_split
-                      if trainer.constraint_split != "train" else "train",
-                      minibatch=trainer.batch_size is not None,
-                      tolerance=statements.get("tolerance"))
-    log_final(logger, engine.step, results)
+def plot_game(run_dir: Path, engine: Engine, copt: ConstrainedOptimizer, trainer: TrainerConfig,
+              tolerance: float | None) -> None:
+    """``dynamics.png``: the game's logged curves (its constraint rows), when it logged any."""
+    if not engine.history:
+        return
+    rows = [r for r, k in zip(unique_names(copt.terms.row_names), copt.terms.row_kinds,
+                              strict=True) if k == "constraint"]
+    plot_dynamics(engine.history, run_dir / "dynamics.png", rows,
+                  split="held-out " + trainer.constraint_split
+                  if trainer.constraint_split != "train" else "train",
+                  minibatch=trainer.batch_size is not None, tolerance=tolerance)
 
 
 def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str, Any],

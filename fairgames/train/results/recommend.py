@@ -47,13 +47,13 @@ from typing import Any
 import torch
 
 from fairgames.game.solutions import StochasticModel, best_iterate, model_state, shrink_lp
-from fairgames.noisy_groups.select import RobustSelector
 
 from ..config import TrainerConfig
 from ..evaluation import SolutionEvaluator
 from .solutions import (
     REPAIR_TOLERANCE,
     Candidates,
+    Selector,
     candidate_values,
     exact_mixture,
     model_device,
@@ -160,12 +160,13 @@ def with_final(cands: Candidates) -> tuple[StochasticModel, dict[str, torch.Tens
 
 def recommend(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig,
               solved: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]],
-              selector: RobustSelector | None = None
+              selector: Selector | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], torch.nn.Module]:
     """The recommended solution: its metrics on every split, its ``training.recommended``
     record and the model (a module, or a :class:`StochasticModel` for a mixture).
     ``solved`` is :func:`~fairgames.train.results.solutions.evaluate_solutions`'s output; with a
-    ``selector`` (``robust.select``) the constraint rows on train are its robust values."""
+    ``selector`` (an extension's, e.g. ``robust.select``) the constraint rows on train are its
+    values."""
     if trainer.recommend != "auto":
         # the split the solutions were chosen on (train when the selection split could
         # not measure a constraint)

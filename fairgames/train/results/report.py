@@ -57,8 +57,9 @@ def load_schema() -> dict[str, Any]:
 
 
 def validate_results(results: Mapping[str, Any]) -> None:
-    """Check ``results`` against the schema (``jsonschema.ValidationError`` if it fails:
-    the error ``jsonschema.validate`` gives).
+    """Check ``results`` against the shipped schema and the blocks registered extensions
+    declare (:func:`fairgames.train.method.results_schemas`); ``jsonschema.ValidationError``
+    if it fails: the error ``jsonschema.validate`` gives.
 
     Example:
         >>> validate_results({"schema_version": SCHEMA_VERSION})
@@ -69,20 +70,57 @@ def validate_results(results: Mapping[str, Any]) -> None:
     """
     import jsonschema
 
-    schema, fast = _validators()
+    schema, fast = _validators(_declared_blocks())
     if not fast.is_valid(results):
         # the error (and its path) as reported against the shipped schema itself
         raise jsonschema.exceptions.best_match(schema.iter_errors(results))
 
 
+def check_section(name: str, value: Any) -> None:
+    """Check one top-level section of ``results.json`` (e.g. ``training``) against its part of
+    the schema (``jsonschema.ValidationError`` if it fails).
+
+    Example:
+        >>> check_section("training", {"steps": -1})
+        Traceback (most recent call last):
+        ...
+        jsonschema.exceptions.ValidationError: 'multipliers' is a required property
+        ...
+    """
+    import jsonschema
+
+    schema, fast = _section_validators(name, _declared_blocks())
+    if not fast.is_valid(value):
+        raise jsonschema.exceptions.best_match(schema.iter_errors(value))
+
+
 @functools.cache
-def _validators() -> tuple[Any, Any]:
-    """The shipped schema's validator and one of the same schema with its references
+def _section_validators(name: str, blocks: str) -> tuple[Any, Any]:
+    """:func:`_validators` for one top-level section."""
+    whole, _ = _validators(blocks)
+    defs = whole.schema["$defs"]
+    part = whole.schema["properties"][name]
+    return (whole.evolve(schema={"$defs": defs, **part}),
+            whole.evolve(schema=_inline_refs(part, defs, ())))
+
+
+def _declared_blocks() -> str:
+    """The registered extensions' blocks, as a hashable key of the validators' cache."""
+    from fairgames.train.registry import results_schemas
+
+    return json.dumps(results_schemas(), sort_keys=True)
+
+
+@functools.cache
+def _validators(blocks: str = "{}") -> tuple[Any, Any]:
+    """The schema's validator (the shipped one, with the registered extensions' ``blocks``
+    as optional top-level properties) and one of the same schema with its references
     inlined, both built (and the schema checked) once: a run with ~1 000 groups writes
     ~10⁵ numbers, and resolving a reference at each costs half of the check."""
     import jsonschema
 
     schema = load_schema()
+    schema["properties"].update(json.loads(blocks))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema), cls(_inline_refs(schema, schema["$defs"], ()))

@@ -27,20 +27,42 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
-from fairgames.noisy_groups.select import RobustSelector
 
 from ..config import TrainerConfig
 from ..data import predict_scores
 from ..evaluation import SolutionEvaluator, empty_subsets
 from ..loop.engine import Engine
+
+ExactMixture = Callable[[torch.Tensor], tuple[float, list[float]]]
+
+
+class Selector(Protocol):
+    """Constraint values that choose the best iterate and the recommended solution in place
+    of the problem's own (an extension's, :meth:`fairgames.train.method.Extension.selector`;
+    e.g. paper 004's robust values, ``robust.select``).
+
+    ``rule`` names it (``results.json``'s ``best_iterate.constraints``); ``rows`` replaces the
+    candidates' (``scores`` ``[R, N]``, training ``steps`` ``[R]``) ``g ≤ 0`` rows on ``ds``;
+    ``exact`` wraps a mixture's exact ``w ↦ (objective, rows)`` the same way.
+    """
+
+    rule: str
+
+    def rows(self, evaluator: Any, ds: TabularDataset, scores: torch.Tensor,
+             rows: Sequence[Sequence[float]], steps: Sequence[int] = ()
+             ) -> list[list[float]]: ...
+
+    def exact(self, evaluator: Any, ds: TabularDataset, scores: torch.Tensor,
+              exact: ExactMixture, steps: Sequence[int] = ()) -> ExactMixture: ...
+
 
 REPAIR_STEPS = 20   # the segment from the LP mixture to the best iterate, in 1/20ths
 # The LP mixture is evaluated with float32 mixture weights: a mixture the LP put exactly on a
@@ -204,11 +226,11 @@ def selection_split(evaluator: SolutionEvaluator, splits: Mapping[str, TabularDa
 
 
 def evaluate_solutions(cands: Candidates, evaluator: SolutionEvaluator, trainer: TrainerConfig,
-                       selector: RobustSelector | None = None
+                       selector: Selector | None = None
                        ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Evaluate the final model, the best iterate and the stochastic model on every split.
-    With a ``selector`` (``robust.select``) the candidates' constraint rows on the selection
-    split are its robust values (paper 004's best iterate by (3) / (7))."""
+    With a ``selector`` (an extension's, e.g. ``robust.select``) the candidates' constraint
+    rows on the selection split are its values (paper 004's best iterate by (3) / (7))."""
     mixture, scores, final, base = cands.mixture, cands.scores, cands.final, cands.base
     steps = list(mixture.steps or [])
     # Candidates are compared on the selection split (paper 000 [code]: validation).

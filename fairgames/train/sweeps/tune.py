@@ -48,7 +48,7 @@ from omegaconf import DictConfig
 
 from fairgames.game import PRESETS, best_iterate
 
-from ..config import TUNE_STEPS, ConfigError
+from ..config import ConfigError, tune_step_keys
 from ..config.resume import override_key
 from ..results.report import clean_numbers, write_json
 
@@ -80,7 +80,7 @@ def step_sizes(cfg: DictConfig) -> dict[str, float]:
     """
     out = {}
     for name in cfg.trainer.tune_grid:
-        section, key = TUNE_STEPS[name].split(".")
+        section, key = tune_step_keys()[name].split(".")
         value = cfg[section].get(key)
         if value is None and name == "multiplier_lr":
             value = _default_multiplier_lr(cfg.algorithm)
@@ -112,7 +112,8 @@ def grid(cfg: DictConfig) -> dict[str, list[float]]:
         {'optimizer.lr': [0.003, 0.01, 0.03]}
     """
     centre = step_sizes(cfg)
-    return {TUNE_STEPS[name]: [float(f"{centre[name] * f:.6g}") for f in factors]
+    steps = tune_step_keys()
+    return {steps[name]: [float(f"{centre[name] * f:.6g}") for f in factors]
             for name, factors in cfg.trainer.tune_grid.items() if list(factors) != [1.0]}
 
 
@@ -129,7 +130,7 @@ def sweep_overrides(task_overrides: Sequence[str], values: Mapping[str, list[flo
         ('data=adult', 'optimizer.lr=0.05,0.1', 'hydra/launcher=joblib')
     """
     replaced = {**_JOB_SETTINGS, **{k: ",".join(map(repr, v)) for k, v in values.items()}}
-    if TUNE_STEPS["multiplier_lr"] in values:
+    if tune_step_keys()["multiplier_lr"] in values:
         # the jobs step λ at multiples of the named preset's step: all of them play that
         # preset, not the problem family's game (which the centre job alone would switch to)
         replaced["algorithm.family_game"] = "keep"
