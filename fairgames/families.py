@@ -3,10 +3,10 @@
 
 A family registers what it adds to a run (methods, extensions, config groups: the seam,
 :mod:`fairgames.train.method`) when its registering module is imported; :func:`load` imports
-them. :mod:`fairgames.train` loads the package's own and the installed ones when it is
-imported; the ``families`` config key names a user's own modules, which the command line
-imports before it composes the config (:func:`from_argv`), so that their config groups and
-options compose::
+them. Importing :mod:`fairgames.train.config` (the run's schema) or :mod:`fairgames.train.run`
+(the pipeline) loads the package's own and the installed ones; the ``families`` config
+key names a user's own modules, which the command line imports before it composes the config
+(:func:`from_argv`), so that their config groups and options compose::
 
     python scripts/train.py families=[my_family] algorithm=my_method
 
@@ -39,13 +39,22 @@ class FamilyError(ImportError):
     not import."""
 
 
-def load(modules: Iterable[str] = ()) -> list[str]:
+def load(modules: Iterable[str] = (), *, importer: str | None = None) -> list[str]:
     """Import the package's own families, the installed ones and ``modules`` (dotted names;
     the working directory is searched like ``python -m`` does). Returns the modules imported.
+
+    ``importer``: the module calling this while it is itself being imported
+    (:mod:`fairgames.train.config`, :mod:`fairgames.train.run`). If another module of the
+    package is being imported at that moment — a family's module or a core module that
+    imported the config — a family's registering module could read it half-made, so nothing is
+    loaded then: ``validate``, ``run`` and ``fit`` call this again before they read the
+    registry.
 
     Raises:
         FamilyError: a module that does not import (the message names it and the remedy).
     """
+    if importer is not None and _busy(importer):
+        return []
     modules = list(modules)
     names = [*BUILT_IN, *_entry_points(), *modules]
     for name in names:
@@ -60,6 +69,15 @@ def load(modules: Iterable[str] = ()) -> list[str]:
                               "of a module on the Python path (e.g. families=[my_family] for "
                               "my_family.py in the working directory)") from e
     return names
+
+
+def _busy(importer: str) -> bool:
+    """Whether a module of the package other than ``importer`` (and the packages holding it,
+    complete before it starts) is being imported now."""
+    holders = {importer.rsplit(".", k)[0] for k in range(importer.count(".") + 1)}
+    return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
+               for key, module in list(sys.modules.items())
+               if key.split(".")[0] == "fairgames" and key not in holders)
 
 
 def _entry_points() -> list[str]:

@@ -1,9 +1,8 @@
 """Training from configs or from Python: the pipeline, the engine, TensorBoard logging, reports.
 
-The public names below load on first use: importing one of ``fairgames.train``'s modules
-(as a paper family's modules do, to plug into the seam :mod:`fairgames.train.method`) runs
-nothing else. The pipeline, :mod:`fairgames.train.run`, loads the paper families
-(:mod:`fairgames.families`) when it is imported.
+A paper family plugs into the pipeline through the seam :mod:`fairgames.train.method`;
+importing the run's config (:mod:`fairgames.train.config`) loads the families
+(:mod:`fairgames.families`).
 
 Example:
     >>> import torch
@@ -16,37 +15,76 @@ Example:
     20
 """
 
-from __future__ import annotations
+from .config import (
+    AlgorithmConfig,
+    ConfigError,
+    ModelConfig,
+    OptimizerConfig,
+    ProblemConfig,
+    TrainConfig,
+    TrainerConfig,
+    validate,
+)
+from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
+from .loop.checkpoint import (
+    CheckpointError,
+    CheckpointWarning,
+    NoCheckpointError,
+    find_checkpoint,
+    load_checkpoint,
+    read_latest,
+    save_atomic,
+    write_checkpoint,
+)
+from .loop.engine import (
+    BatchSettings,
+    CheckpointSettings,
+    Engine,
+    GameData,
+    LogSettings,
+    RunInterrupted,
+    SnapshotSettings,
+)
+from .loop.logger import RunLogger
+from .method import Extension, Method, Trained
+from .results.report import load_schema, validate_results
+from .run import RunResult, fit, run
 
-import importlib
-from typing import Any
-
-# public name → the module that defines it
-_PUBLIC = {
-    **dict.fromkeys(("AlgorithmConfig", "ConfigError", "ModelConfig", "OptimizerConfig",
-                     "ProblemConfig", "TrainConfig", "TrainerConfig", "validate"), "config"),
-    **dict.fromkeys(("SolutionEvaluator", "batch_group_table", "group_rates", "group_table"),
-                    "evaluation"),
-    **dict.fromkeys(("CheckpointError", "CheckpointWarning", "NoCheckpointError",
-                     "find_checkpoint", "load_checkpoint", "read_latest", "save_atomic",
-                     "write_checkpoint"), "loop.checkpoint"),
-    **dict.fromkeys(("BatchSettings", "CheckpointSettings", "Engine", "GameData", "LogSettings",
-                     "RunInterrupted", "SnapshotSettings"), "loop.engine"),
-    "RunLogger": "loop.logger",
-    **dict.fromkeys(("Extension", "Method", "Trained"), "method"),
-    **dict.fromkeys(("load_schema", "validate_results"), "results.report"),
-    **dict.fromkeys(("RunResult", "fit", "run"), "run"),
-}
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'fairgames.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__all__ = [
+    "AlgorithmConfig",
+    "BatchSettings",
+    "CheckpointError",
+    "CheckpointWarning",
+    "NoCheckpointError",
+    "CheckpointSettings",
+    "ConfigError",
+    "Engine",
+    "Extension",
+    "GameData",
+    "LogSettings",
+    "Method",
+    "ModelConfig",
+    "OptimizerConfig",
+    "ProblemConfig",
+    "RunLogger",
+    "RunInterrupted",
+    "RunResult",
+    "SnapshotSettings",
+    "SolutionEvaluator",
+    "Trained",
+    "TrainConfig",
+    "TrainerConfig",
+    "batch_group_table",
+    "find_checkpoint",
+    "fit",
+    "group_rates",
+    "group_table",
+    "load_checkpoint",
+    "load_schema",
+    "read_latest",
+    "run",
+    "save_atomic",
+    "validate",
+    "validate_results",
+    "write_checkpoint",
+]

@@ -46,7 +46,7 @@ import torch
 
 from fairgames.game.players import ConfigKey, Player
 
-from .config import register as register_schema
+from .config import store_schema
 from .config.checks import Checks, register_validator
 from .config.checks import register_group as register_check_group
 from .config.checks import unregister_group as unregister_check_group
@@ -280,7 +280,7 @@ def register_tune_step(name: str, key: str, default: Sequence[float] = (1.0,)) -
 def _schema_changed() -> None:
     """Re-register the run's schema with Hydra (its groups, the algorithm group's keys and the
     tune grid's default follow the registry)."""
-    register_schema()
+    store_schema()
 
 
 # --------------------------------------------------------------------------- the record

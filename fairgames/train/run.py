@@ -449,6 +449,5 @@ class _StageClock:
 
 
 # The paper families plug into the pipeline through the seam (fairgames.train.method): the
-# package's own and the installed ones register now (a family's modules never import this
-# one, so that importing them first does not go round in a circle).
-load_families()
+# package's own and the installed ones, now (fairgames.families.load says when it waits).
+load_families(importer=__name__)

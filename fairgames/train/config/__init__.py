@@ -1,13 +1,17 @@
 """The run's config and its checks: the structured schema registered with Hydra
 (:mod:`.schema`), the check registry every group, preset, player and family adds to
 (:mod:`.checks`), :class:`ConfigError` (:mod:`.errors`), a resumed run's config
-(:mod:`.resume`) and the problem family's own game (:mod:`.family_game`).
+(:mod:`.resume`) and the problem family's own game (:mod:`.family_game`). Importing it loads
+the paper families (:func:`fairgames.families.load`), whose groups and options join the
+schema.
 
 Example:
     >>> from omegaconf import OmegaConf
     >>> OmegaConf.structured(TrainConfig).trainer.device
     'auto'
 """
+
+from fairgames import families as _families
 
 from .errors import ConfigError
 from .schema import (
@@ -24,6 +28,7 @@ from .schema import (
     algorithm_schema,
     players_of,
     register,
+    store_schema,
     train_schema,
     tune_step_keys,
     validate,
@@ -32,4 +37,8 @@ from .schema import (
 __all__ = ["EARLY_STOP_DEFAULTS", "MULTIPLIER_OPTIMIZERS", "OPTIMIZERS", "TUNE_STEPS",
            "AlgorithmConfig", "ConfigError", "ModelConfig", "OptimizerConfig", "ProblemConfig",
            "TrainConfig", "TrainerConfig", "algorithm_schema", "players_of", "register",
-           "train_schema", "tune_step_keys", "validate"]
+           "store_schema", "train_schema", "tune_step_keys", "validate"]
+
+# The paper families add their groups, options and checks to this schema (the seam,
+# fairgames.train.method): the package's own and the installed ones register now.
+_families.load(importer=__name__)

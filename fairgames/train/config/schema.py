@@ -458,15 +458,27 @@ def _copy(f: Any) -> Any:
 
 
 def register() -> None:
-    """Register ``train_schema`` (:func:`train_schema`) in Hydra's ConfigStore and the
-    ``algorithm`` group's keys in the check registry (idempotent; done on import, and again
-    whenever a strategy, a method or a family's group is registered, so its keys compose).
+    """Register the paper families (:func:`fairgames.families.load`), then ``train_schema``
+    (:func:`train_schema`) in Hydra's ConfigStore and the ``algorithm`` group's keys in the
+    check registry: call it before composing with Hydra's compose API if the config module
+    was not the first of fairgames you imported (its import does it; the families wait while
+    another of fairgames' modules is being imported).
 
     Example:
         >>> register()
         >>> "train_schema.yaml" in ConfigStore.instance().list("/")
         True
     """
+    from fairgames.families import load
+
+    load(importer=__name__)
+    store_schema()
+
+
+def store_schema() -> None:
+    """``train_schema`` in Hydra's ConfigStore and the ``algorithm`` group's keys in the check
+    registry, as the registry holds them now (idempotent; done on import, and again whenever a
+    strategy, a method or a family's group is registered, so its keys compose)."""
     ConfigStore.instance().store(name="train_schema", node=train_schema())
     register_group("algorithm", algorithm_schema())
 
@@ -827,5 +839,5 @@ def _check_seed(c: DictConfig, check: Checks) -> None:
         check.bad("seed", c.seed, "a non-negative integer")
 
 
-register()
-watch_strategies(register)   # a strategy registered later composes with its keys too
+store_schema()
+watch_strategies(store_schema)   # a strategy registered later composes with its keys too
