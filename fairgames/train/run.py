@@ -159,8 +159,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
         >>> result.results["training"]["steps"], result.run_dir
         (10, None)
     """
-    load_families(cfg.get("families") or ())   # a family of the user's own (the CLI's are in)
-    validate(cfg)
+    validate(cfg)      # also imports the families the config names (a family of your own)
     _one_job(cfg.trainer.tune)
     directory = run_dir if run_dir is not None else cfg.run_dir
     if isinstance(cfg.trainer.resume, str) and Path(cfg.trainer.resume).is_dir():
@@ -229,8 +228,7 @@ def _resume_config(cfg: DictConfig, directory: Path | None,
     merged = OmegaConf.create(resumed_config(checkpoint[1]["run"]["config"],
                                              OmegaConf.to_container(cfg, resolve=True),
                                              overrides))
-    load_families(merged.get("families") or ())    # the families the stored run named
-    validate(merged)
+    validate(merged)   # also imports the families the stored run named
     return merged, checkpoint
 
 

@@ -342,7 +342,8 @@ PINNED_CELLS = [
 NOT_PINNED = {"run_dir",                 # the engine's run() is given its run directory
               "problem.description",     # prose in the run's report
               "problem.data_sets",       # documentation: which data the problem is meant for
-              "trainer.bootstrap"}       # resamples of the reported intervals, after training
+              "trainer.bootstrap",       # resamples of the reported intervals, after training
+              "families"}                # modules of one's own families: none here
 
 
 def _compose(rep, config_dir: Path, ov: list[str]) -> dict:
