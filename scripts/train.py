@@ -86,7 +86,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         result = run(cfg, run_dir=run_dir, overrides=list(hydra_cfg.overrides.task))
         finished = True
-    except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError) as e:
+    except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError, FamilyError) as e:
         say(f"error: {e}", err=True)
         sys.exit(2)
     except (DataError, CheckpointError) as e:   # a file missing or damaged: the message says

@@ -109,3 +109,20 @@ def test_a_method_record_that_breaks_the_schema_is_refused_at_its_source():
         training_record(steps=-1, preset="x", multipliers={}, slacks={},
                         likely_infeasible=False, seconds=0.0, snapshots=[], choice={},
                         constraint_data={}, problem={})
+
+
+def test_a_resumed_run_imports_the_families_it_recorded(tmp_path):
+    run_dir = tmp_path / "run"
+    first = cli("families=[seam_family]", "probe.name=on", "trainer.steps=40",
+                "trainer.stop_after=20", "trainer.checkpoint_every=10", *SMALL,
+                f"run_dir={run_dir}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert not (run_dir / "results.json").exists()
+    # the command line names no family: the checkpoint's config does
+    elsewhere = cli(f"trainer.resume={run_dir}", cwd=tmp_path)   # seam_family not found here
+    assert elsewhere.returncode == 2
+    assert "families: cannot import 'seam_family'" in elsewhere.stderr
+    resumed = cli(f"trainer.resume={run_dir}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["probe"]["rounds"] == 40 and results["training"]["steps"] == 40
