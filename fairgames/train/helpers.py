@@ -1,5 +1,7 @@
-"""Helper models a run trains before the game: paper 000's unconstrained model (UncError) for
-``unconstrained_<metric>`` names, and a churn baseline (trained, or loaded from an earlier run).
+"""The helpers stage: the models a run trains before its method plays — paper 000's
+unconstrained model (UncError) for ``unconstrained_<metric>`` names, and a churn baseline
+(trained, or loaded from an earlier run) — and what they give the problem
+(:func:`train_helpers`).
 
 Example:
     >>> model_options({"name": "mlp", "hidden": [8], "activation": "relu", "dropout": 0.0,
