@@ -32,6 +32,7 @@ from fairgames.train.method import (
     register_group,
     register_method,
     training_record,
+    whole_training_split,
 )
 from fairgames.train.results.solutions import Candidates
 
@@ -74,8 +75,7 @@ class PlainERM(Method):
                 steps=steps, preset=self.name, multipliers={}, slacks={},
                 likely_infeasible=False, seconds=time.perf_counter() - ctx.started,
                 snapshots=at, choice=choice,
-                constraint_data={"split": "train", "theta_rows": len(train), "heldout_rows": 0,
-                                 "rows_file": None},
+                constraint_data=whole_training_split(len(train)),
                 problem={"constraints": list(problem.problem.constraint_names),
                          "multiplier_rows": [], "slacks": []},
                 own={"plain_erm": {"snapshots": len(at)}})

@@ -41,7 +41,7 @@ from fairgames.train.config.checks import Checks
 from fairgames.train.context import Helpers, RunContext, RunProblem
 from fairgames.train.data import predict_scores
 from fairgames.train.loop.logger import RunLogger
-from fairgames.train.method import Method, Trained, training_record
+from fairgames.train.method import Method, Trained, training_record, whole_training_split
 from fairgames.train.results.solutions import Candidates
 
 from . import ReductionConfig, ReductionResult, fair_regression
@@ -275,8 +275,7 @@ class ReductionMethod(Method):
                 slacks={}, likely_infeasible=result.outcome == "infeasible",
                 seconds=time.perf_counter() - ctx.started, snapshots=result.first_iterations,
                 choice=choice,
-                constraint_data={"split": "train", "theta_rows": len(train),
-                                 "heldout_rows": 0, "rows_file": None},
+                constraint_data=whole_training_split(len(train)),
                 problem={"constraints": list(problem.problem.constraint_names),
                          "multiplier_rows": names, "slacks": []},
                 own={"reduction": reduction_record(result, config)})

@@ -30,7 +30,7 @@ from fairgames.game import Problem
 from fairgames.train.config import ConfigError
 from fairgames.train.context import Helpers, RunContext, RunInputs, RunProblem
 from fairgames.train.data import predict_scores
-from fairgames.train.method import Method, Trained, training_record
+from fairgames.train.method import Method, Trained, training_record, whole_training_split
 from fairgames.train.results.solutions import Candidates
 
 from .ideal_soft import IdealSettings, IdealSoftAssignments
@@ -125,8 +125,7 @@ class IdealMethod(Method):
                 slacks={}, likely_infeasible=False,
                 seconds=time.perf_counter() - ctx.started,
                 snapshots=range(1, len(ideal.members) + 1), choice=choice,
-                constraint_data={"split": "train", "theta_rows": len(ctx.splits.train),
-                                 "heldout_rows": 0, "rows_file": None},
+                constraint_data=whole_training_split(len(ctx.splits.train)),
                 problem={"constraints": list(problem.problem.constraint_names),
                          "multiplier_rows": record["rows"], "slacks": []},
                 own={"ideal": record})

@@ -41,7 +41,7 @@ from .loop.engine import (
 )
 from .loop.logger import RunLogger
 from .loop.parallel import wrap
-from .method import Method, Trained, extensions, training_record
+from .method import Method, Trained, extensions, one_extension, training_record
 from .problem import evaluator as run_evaluator
 from .results.early_stop import EarlyStop, StopRule, disabled_record, early_stop_mapping
 from .results.outputs import plot_game
@@ -197,8 +197,9 @@ def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
 
 def _extension_scalars(ctx: RunContext, built: RunProblem, model: torch.nn.Module) -> Any:
     """The extensions' log-time scalars as one function of the model (``None``: none)."""
+    evaluator = run_evaluator(ctx, built, model)
     found = [f for ext in extensions()
-             if (f := ext.log_scalars(ctx, built, run_evaluator(ctx, built, model))) is not None]
+             if (f := ext.log_scalars(ctx, built, evaluator)) is not None]
     if not found:
         return None
     if len(found) == 1:
@@ -212,12 +213,8 @@ def _extension_scalars(ctx: RunContext, built: RunProblem, model: torch.nn.Modul
 
 def _extension_state(ctx: RunContext, copt: ConstrainedOptimizer) -> torch.nn.Module | None:
     """The state an extension snapshots beside the model (at most one extension's)."""
-    found = [(ext.group, s) for ext in extensions()
-             if (s := ext.snapshot_state(ctx, copt)) is not None]
-    if len(found) > 1:
-        raise ConfigError("two extensions snapshot state beside the model ("
-                          f"{', '.join(g for g, _ in found)}): use one of them at a time")
-    return found[0][1] if found else None
+    return one_extension("snapshot state beside the model",
+                         lambda ext: ext.snapshot_state(ctx, copt))
 
 
 def game_data(trainer: TrainerConfig, splits: DatasetSplits,

@@ -40,13 +40,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 
 from fairgames.game.players import ConfigKey, Player
 
-from .config import store_schema
+from .config import ConfigError, store_schema
 from .config.checks import Checks, register_validator
 from .config.checks import register_group as register_check_group
 from .config.checks import unregister_group as unregister_check_group
@@ -63,6 +63,8 @@ from .registry import (
     results_schemas,
     tune_steps,
 )
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .context import Helpers, RunContext, RunInputs, RunProblem
@@ -248,6 +250,20 @@ def summary_lines(results: Mapping[str, Any]) -> list[str]:
     return lines + (method.lines(results) if method is not None else [])
 
 
+
+def one_extension(what: str, answer: Callable[[Extension], T | None]) -> T | None:
+    """The one extension's non-``None`` ``answer`` (``None`` when none gives one), for a part of
+    the run only one family may own, e.g. the solutions' selector.
+
+    Raises:
+        ConfigError: two extensions answer; the message says ``what`` they both do.
+    """
+    found = [(ext.group, a) for ext in extensions() if (a := answer(ext)) is not None]
+    if len(found) > 1:
+        raise ConfigError(f"two extensions {what} ({', '.join(g for g, _ in found)}): use one "
+                          "of them at a time")
+    return found[0][1] if found else None
+
 # --------------------------------------------------------------------------- config groups
 def register_group(name: str, schema: type,
                    validator: Callable[[Any, Checks], None] | None = None) -> None:
@@ -313,8 +329,7 @@ def training_record(*, steps: int, preset: str, multipliers: Mapping[str, float]
         >>> record = training_record(
         ...     steps=3, preset="demo", multipliers={"c": 0.5}, slacks={},
         ...     likely_infeasible=False, seconds=0.1, snapshots=[1, 2], choice={},
-        ...     constraint_data={"split": "train", "theta_rows": 10, "heldout_rows": 0,
-        ...                      "rows_file": None},
+        ...     constraint_data=whole_training_split(10),
         ...     problem={"constraints": ["c"], "multiplier_rows": ["c"], "slacks": []})
         >>> list(record)[:4]
         ['steps', 'preset', 'multipliers', 'slacks']
@@ -339,6 +354,12 @@ def training_record(*, steps: int, preset: str, multipliers: Mapping[str, float]
     return record
 
 
+def whole_training_split(rows: int) -> dict[str, Any]:
+    """``training_record``'s ``constraint_data`` of a method that plays the constraints on the
+    whole training split of ``rows`` rows (no held-out rows, no rows file)."""
+    return {"split": "train", "theta_rows": int(rows), "heldout_rows": 0, "rows_file": None}
+
+
 def _check_training(record: Mapping[str, Any]) -> None:
     from .results.report import check_section
 
@@ -346,6 +367,7 @@ def _check_training(record: Mapping[str, Any]) -> None:
 
 
 __all__ = ["Extension", "FamilyGroup", "Method", "Trained", "extensions", "family_groups",
-           "method_for", "methods", "register_extension", "register_group", "register_method",
-           "register_tune_step", "results_schemas", "summary_lines", "training_record",
-           "tune_steps", "unregister_extension", "unregister_group", "unregister_method"]
+           "method_for", "methods", "one_extension", "register_extension", "register_group",
+           "register_method", "register_tune_step", "results_schemas", "summary_lines",
+           "training_record", "tune_steps", "unregister_extension", "unregister_group",
+           "unregister_method", "whole_training_split"]

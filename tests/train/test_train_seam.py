@@ -126,3 +126,29 @@ def test_a_resumed_run_imports_the_families_it_recorded(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert results["probe"]["rounds"] == 40 and results["training"]["steps"] == 40
+
+
+def test_a_part_of_the_run_only_one_extension_may_own_is_refused_to_two():
+    from fairgames.train.config import ConfigError
+    from fairgames.train.method import (
+        Extension,
+        one_extension,
+        register_extension,
+        unregister_extension,
+    )
+
+    class Claims(Extension):
+        def __init__(self, group: str, answer: object) -> None:
+            self.group, self.answer = group, answer
+
+    quiet, first, second = Claims("quiet_a", None), Claims("claim_b", 1), Claims("claim_c", 2)
+    for ext in (quiet, first):
+        register_extension(ext)
+    try:
+        assert one_extension("answer", lambda e: getattr(e, "answer", None)) == 1
+        register_extension(second)
+        with pytest.raises(ConfigError, match=r"two extensions answer \(claim_b, claim_c\)"):
+            one_extension("answer", lambda e: getattr(e, "answer", None))
+    finally:
+        for ext in (quiet, first, second):
+            unregister_extension(ext)

@@ -21,7 +21,7 @@ import torch
 from ..context import RunContext, RunProblem
 from ..evaluation import SolutionEvaluator
 from ..loop.logger import RunLogger
-from ..method import Trained, extensions
+from ..method import Trained, extensions, one_extension
 from .intervals import attach_intervals, constraint_intervals
 from .outputs import log_final, write_files
 from .recommend import recommend
@@ -79,12 +79,8 @@ def evaluate_run(ctx: RunContext, built: RunProblem, trained: Trained,
 def _selector(ctx: RunContext, built: RunProblem, trained: Trained) -> Selector | None:
     """The extensions' solution selector (at most one; ``None``: the constraints as
     written choose)."""
-    found = [(ext.group, s) for ext in extensions()
-             if (s := ext.selector(ctx, built, trained)) is not None]
-    if len(found) > 1:
-        raise ValueError("two extensions choose the solutions ("
-                         f"{', '.join(g for g, _ in found)}): use one of them at a time")
-    return found[0][1] if found else None
+    return one_extension("choose the solutions",
+                         lambda ext: ext.selector(ctx, built, trained))
 
 
 def write_run(ctx: RunContext, built: RunProblem, trained: Trained,
