@@ -44,9 +44,15 @@ def main(argv: list[str] | None = None) -> dict:
     else:                                      # a plain `python`: a group of one
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        return train(20 if args.quick else args.steps, args.backend)
-    finally:
-        dist.destroy_process_group()
+        out = train(20 if args.quick else args.steps, args.backend)
+    except BaseException:
+        dist.destroy_process_group()   # no barrier: a peer may never reach it
+        raise
+    # Wait for every rank before tearing the connections down: a rank that leaves while a
+    # peer still finishes its last collective can make the peer's gloo thread abort it.
+    dist.barrier()
+    dist.destroy_process_group()
+    return out
 
 
 def train(steps: int, backend: str) -> dict:
