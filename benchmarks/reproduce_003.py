@@ -545,7 +545,7 @@ def compose(overrides: Sequence[str]) -> Any:
 def run_direct(cell: dict[str, Any]) -> dict[str, Any]:
     """Direct minibatch play through the CLI path; the recommended solution's points."""
     from fairgames.game.solutions import load_solution
-    from fairgames.game.stochastic import StochasticModel, as_scores
+    from fairgames.game.solutions.stochastic import StochasticModel, as_scores
     from fairgames.models import LinearModel
     from fairgames.train import run
 

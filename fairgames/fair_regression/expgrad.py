@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from fairgames.game.players.multipliers import ExponentiatedGradient
-from fairgames.game.stochastic import StochasticModel
+from fairgames.game.solutions.stochastic import StochasticModel
 
 from .heap import release_freed_heap
 
@@ -153,7 +153,7 @@ class ReductionResult:
     def lp_model(self) -> StochasticModel:
         """The best mixture of the iterates on the training values: ``min Σ w_k obj(h_k)``
         s.t. ``Σ w_k g(h_k) ≤ 0`` over the simplex (at most M + 1 members;
-        :func:`~fairgames.game.candidates.shrink_lp`, which minimises the worst violation
+        :func:`~fairgames.game.solutions.lp.shrink_lp`, which minimises the worst violation
         first where no mixture is feasible). This is the authors' code's LP over the convex
         hull of the classifiers found so far (notes §2.5): Q̂'s uniform weights carry the
         certificate, but at a finite gap they spend up to 2ν of objective that the same
@@ -161,7 +161,7 @@ class ReductionResult:
 
         Example: the module's (``r.lp_model()`` after ``play``).
         """
-        from fairgames.game.candidates import shrink_lp
+        from fairgames.game.solutions.lp import shrink_lp
 
         if self.member_objectives is None or self.member_constraints is None:
             raise ValueError("lp_model needs the members' values: this result was built "

@@ -23,7 +23,7 @@ import scipy.sparse as sps
 import torch
 from torch import nn
 
-from fairgames.game.stochastic import as_scores
+from fairgames.game.solutions.stochastic import as_scores
 
 
 def affine_layer(model: nn.Module) -> nn.Linear | None:

@@ -20,7 +20,7 @@ constant below is this implementation's choice, §5.17). One outer round ``t``:
    ``Λ = {λ ≥ 0, ‖λ‖₁ ≤ R}``.
 
 The output is the uniform mixture of all ``T·Q`` iterates (``θ̄ = (1/T) Σ_t θ̂^(t)``), a
-:class:`~fairgames.game.stochastic.StochasticModel`, evaluated by mixture expectation.
+:class:`~fairgames.game.solutions.stochastic.StochasticModel`, evaluated by mixture expectation.
 
 Decisions (θ's gradient): the penalty ``R′·max(0, max_u r_u)`` and ``g_j``'s dependence on
 𝒲(θ) read 0/1 cell fractions, piecewise constant in θ, so their θ-gradient is 0 almost
@@ -62,7 +62,7 @@ import torch
 from fairgames.game.players.base import check_positive_integers
 from fairgames.game.problem import Problem
 from fairgames.game.projections import project_l1_ball_nonnegative, project_simplices
-from fairgames.game.stochastic import StochasticModel
+from fairgames.game.solutions.stochastic import StochasticModel
 from fairgames.rates import Batch
 
 from .soft_groups import (

@@ -39,7 +39,7 @@ from fairgames.data import DatasetSplits, TabularDataset, true_attribute
 from fairgames.game import Problem
 from fairgames.game.players import BestResponsePlayer
 from fairgames.game.players.base import Player
-from fairgames.game.stochastic import StochasticModel
+from fairgames.game.solutions.stochastic import StochasticModel
 from fairgames.train.config import players_of
 from fairgames.train.config.checks import Checks
 

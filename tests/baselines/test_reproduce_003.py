@@ -424,7 +424,7 @@ def test_committed_summaries_follow_from_their_archived_cells(rep, stem):
 def test_a_large_mixture_is_scored_in_member_chunks_exactly(rep, monkeypatch):
     """rounded_mixture_point (members scored a chunk at a time) gives point()'s metrics of the
     whole rounded mixture: loss, relative loss, KS and the grid's disparity."""
-    from fairgames.game.stochastic import StochasticModel
+    from fairgames.game.solutions.stochastic import StochasticModel
 
     g = torch.Generator().manual_seed(3)
     splits = {}

@@ -16,7 +16,6 @@ import torch
 from scipy.optimize import linprog
 
 from fairgames.data import make_synthetic
-from fairgames.game.candidates import _reduce_support
 from fairgames.game.solutions import (
     SnapshotRecorder,
     StochasticModel,
@@ -26,6 +25,7 @@ from fairgames.game.solutions import (
     save_solution,
     shrink_lp,
 )
+from fairgames.game.solutions.lp import _reduce_support
 from fairgames.rates import (
     RateEvaluator,
     error_rate,

@@ -14,7 +14,7 @@ import pytest
 import torch
 from needs import require_distribution
 
-from fairgames.game.stochastic import StochasticModel
+from fairgames.game.solutions.stochastic import StochasticModel
 from fairgames.noisy_groups.ideal import ideal_settings
 from fairgames.noisy_groups.ideal_soft import IdealSettings
 from fairgames.noisy_groups.robust import RobustConfig

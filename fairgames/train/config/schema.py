@@ -46,7 +46,7 @@ from fairgames.game.players import (
     watch_strategies,
 )
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
-from fairgames.game.snapshots import OFFSETS as SNAPSHOT_OFFSETS
+from fairgames.game.solutions.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 
 from .checks import Checks, key_errors, register_group, register_validator, value_errors
 from .errors import ConfigError

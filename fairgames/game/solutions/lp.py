@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +46,6 @@ import numpy as np
 import torch
 from scipy.optimize import linprog
 from scipy.stats import rankdata
-
-from fairgames.rates import Batch, Constraint, Expression, RateEvaluator
-
-from .stochastic import StochasticModel
 
 RULES = ("feasible_first", "rank")
 
@@ -192,67 +188,3 @@ def _reduce_support(w: np.ndarray, f: np.ndarray, g: np.ndarray) -> np.ndarray:
         w[support] = np.clip(w[support] + ratios[k] * d, 0.0, None)
         w[support[k]] = 0.0
     return w / w.sum()
-
-
-# --------------------------------------------------------------------------- evaluation
-@dataclass
-class CandidateValues:
-    """Objective ``[R]`` and constraint rows ``[R, m]`` (``≤ 0`` form) of the candidates."""
-
-    objectives: np.ndarray
-    constraints: np.ndarray
-    names: list[str]
-
-
-def evaluate_candidates(model: StochasticModel, objective: Expression | None,
-                        constraints: Sequence[Constraint], features: torch.Tensor,
-                        labels: torch.Tensor, *, chunk_size: int = 8192,
-                        evaluator: RateEvaluator | None = None,
-                        **batch_kwargs: Any) -> CandidateValues:
-    """Exact (float64, whole-split) objective and constraint values of every member.
-
-    ``batch_kwargs`` are :class:`fairgames.rates.Batch` arguments; per-example tensors (and
-    dicts of them, such as ``groups``) are sliced into chunks of ``chunk_size`` along with the
-    features. An equality constraint ``g == 0`` gives two rows, ``g`` and ``−g``.
-    """
-    items: list[Expression | Constraint] = list(constraints)
-    if objective is not None:
-        items.insert(0, objective)
-    if not items:
-        raise ValueError("nothing to evaluate: give an objective or constraints")
-    ev = evaluator if evaluator is not None else RateEvaluator(items)
-    names: list[str] = []
-    for i, c in enumerate(constraints):
-        name = c.name or f"constraint_{i}"
-        names += [name] if c.sense == "<=" else [f"{name}:+", f"{name}:-"]
-    objs, rows = [], []
-    for r in range(len(model)):
-        values = ev.evaluate_split(_chunks(model, r, features, labels, chunk_size, batch_kwargs))
-        objs.append(float(objective.evaluate(values)) if objective is not None else 0.0)
-        row: list[float] = []
-        for c in constraints:
-            v = float(c.value(values))
-            row += [v] if c.sense == "<=" else [v, -v]
-        rows.append(row)
-    return CandidateValues(np.asarray(objs), np.asarray(rows, dtype=np.float64).reshape(
-        len(model), len(names)), names)
-
-
-def _chunks(model: StochasticModel, r: int, features: torch.Tensor, labels: torch.Tensor,
-            size: int, kwargs: Mapping[str, Any]) -> Iterator[Batch]:
-    n = features.shape[0]
-    if labels.shape[0] != n:
-        raise ValueError(f"features have {n} rows but labels {labels.shape[0]}")
-
-    def cut(v: Any, sl: slice) -> Any:
-        if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n:
-            return v[sl]
-        if isinstance(v, Mapping):
-            return {k: cut(x, sl) for k, x in v.items()}
-        return v
-
-    with torch.no_grad():
-        for start in range(0, n, size):
-            sl = slice(start, min(start + size, n))
-            yield Batch(scores=model.member_scores(features[sl], r), labels=labels[sl],
-                        **{k: cut(v, sl) for k, v in kwargs.items()})
