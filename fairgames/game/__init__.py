@@ -47,7 +47,9 @@ from .presets import (
     get_preset,
 )
 from .problem import (
+    THRESHOLD_GAME,
     Problem,
+    default_game,
     default_steps,
     default_surrogate,
     default_temperature,
@@ -73,26 +75,24 @@ from .solutions import (
     skeleton_of,
 )
 
+# Reviewed: what a user of the game imports from here, by subject.
 __all__ = [
-    "DEFAULT_PRESET", "DEFAULT_RADIUS", "PRESETS", "RULES", "STRATEGIES", "BestResponsePlayer",
-    "CandidateValues", "ConfigKey", "ConstrainedOptimizer", "DualContext", "ExponentiatedGradient",
-    "FollowTheLeader", "GameContext", "GradientAscent", "GradientPlayer",
-    "InfeasibilityMonitor", "LPMixture", "LagrangianTerms", "MonitorPlayer", "MultiplierPlayer",
-    "NonFiniteStepError",
-    "Player", "PlayerOptions", "Preset", "Problem", "Record", "Round", "SlackPlayer",
-    "SnapshotRecorder", "StepRecord", "StochasticModel", "SwapRegret", "best_iterate",
-    "box_argmin", "default_steps", "default_surrogate", "default_temperature",
-    "objective_surrogate_for",
-    "evaluate_candidates", "get_preset",
-    "load_solution",
-    "make_multiplier_player", "materialize", "register_multiplier_strategy",
-    "register_theta_strategy", "model_state", "threshold_points",
-    "project_box",
-    "project_l1_ball_nonnegative", "project_simplex", "psi_linear_argmin",
-    "register_closed_form", "save_solution", "shrink_lp", "skeleton_of",
+    # the problem and its defaults
+    "Problem", "THRESHOLD_GAME", "default_game", "default_steps", "default_surrogate",
+    "default_temperature", "objective_surrogate_for", "threshold_points", "LagrangianTerms",
+    # the optimizer, its presets and what a step records
+    "ConstrainedOptimizer", "DEFAULT_PRESET", "PRESETS", "Preset", "PlayerOptions",
+    "get_preset", "LargeGameWarning", "SWAP_REGRET_MAX_ROWS", "NonFiniteStepError",
+    "StepRecord", "InfeasibilityMonitor", "Record", "Round",
+    # the players and their extension points
+    "Player", "GameContext", "ConfigKey", "DualContext", "GradientPlayer",
+    "BestResponsePlayer", "MultiplierPlayer", "GradientAscent", "ExponentiatedGradient",
+    "SwapRegret", "FollowTheLeader", "SlackPlayer", "MonitorPlayer", "DEFAULT_RADIUS",
+    "make_multiplier_player", "register_multiplier_strategy", "register_theta_strategy",
+    "box_argmin", "psi_linear_argmin", "register_closed_form", "project_box",
+    "project_l1_ball_nonnegative", "project_simplex",
+    # the solutions
+    "SnapshotRecorder", "StochasticModel", "CandidateValues", "LPMixture", "RULES",
+    "STRATEGIES", "best_iterate", "evaluate_candidates", "shrink_lp", "save_solution",
+    "load_solution", "materialize", "model_state", "skeleton_of",
 ]
-__all__ += ["LargeGameWarning", "SWAP_REGRET_MAX_ROWS"]
-# the problem family's own game (issue 22: the threshold-grid family)
-from .problem import THRESHOLD_GAME, default_game  # noqa: E402
-
-__all__ += ["THRESHOLD_GAME", "default_game"]

@@ -66,16 +66,13 @@ Example:
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.optim import optimizer as _torch_optimizer
 
-from fairgames.rates import Batch, LeafValues, RatesError
+from fairgames.rates import Batch, LeafValues
 
 from .capture import CapturedStep
 from .distributed import refuse_local_state, resolve_process_group, scale_gradient
@@ -84,9 +81,10 @@ from .history import StepRecord
 from .players.base import GameContext, Player
 from .players.multipliers import MultiplierPlayer
 from .players.theta import ThetaPlayer
-from .presets import LargeGameWarning, PlayerOptions, Preset, large_game_preset, resolve_preset
+from .presets import PlayerOptions, Preset, resolve_game_preset
 from .problem import Problem
-from .round import Record, Round
+from .round import RecordBuffer, Round
+from .theta_loss import ThetaLoss
 
 # torch's global optimizer step hooks (torch.optim.optimizer.register_optimizer_step_*_hook)
 _GLOBAL_PRE_HOOKS: Mapping[int, Callable[..., Any]] = getattr(
@@ -97,15 +95,6 @@ _GLOBAL_POST_HOOKS: Mapping[int, Callable[..., Any]] = getattr(
 CHECKPOINT_FORMAT = 2
 """Version of :meth:`ConstrainedOptimizer.state_dict`'s layout. 2: one entry per player
 (``players``, by name); 1 (before the plug-in players) is refused by name."""
-
-
-@dataclass
-class _FrozenCosts:
-    """The leaf costs of a best-response inner loop (see ``GameContext.fixed_costs``)."""
-
-    omega: torch.Tensor
-    lam: torch.Tensor
-    costs: torch.Tensor | None = None
 
 
 class ConstrainedOptimizer(torch.optim.Optimizer):
@@ -168,26 +157,29 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         choice = dict(multipliers=multipliers if isinstance(multipliers, str) else None,
                       theta=theta, psi_slacks=psi_slacks, ratio_slacks=ratio_slacks,
                       payoffs=payoffs)
-        self.preset = resolve_preset(preset, **choice)  # type: ignore[arg-type]
         # preset_note: why the default preset was replaced (None: it was not)
-        self.preset_note = self._large_game(preset, multipliers, choice)
+        self.preset, self.preset_note = resolve_game_preset(
+            preset, rows=problem.num_multipliers, named_multipliers=multipliers is not None,
+            **choice)
         self.device = torch.device(device if device is not None
                                    else _parameter_device(model_optimizer))
         self.terms = problem.compile(self.preset.ratio_slacks).on(self.device)
         self.evaluator = problem.make_evaluator().to(self.device).train()
         bound = problem.make_objective_bound()
-        self._objective_bound = bound.to(self.device) if bound is not None else None
         options = PlayerOptions(
             multipliers=multipliers if isinstance(multipliers, MultiplierPlayer) else None,
             multiplier_lr=multiplier_lr, radius=radius,
             multiplier_options=dict(multiplier_options or {}),
             theta=theta if isinstance(theta, ThetaPlayer) else None, slack_lr=slack_lr,
             psi_steps=psi_steps, monitor_options=dict(monitor_options or {}))
-        self._frozen: _FrozenCosts | None = None
         self.strict = bool(strict)
         self._guard = FiniteGuard(self.device, self.evaluator)
         self._bind([*self.preset.build_players(problem, self.terms, self.device, options),
                     *players])
+        # the Lagrangian's algebra at a batch: the θ-player's loss and the step's record
+        self.theta_loss = ThetaLoss(problem, self.terms, self.evaluator,
+                                    bound.to(self.device) if bound is not None else None,
+                                    self.players, self._views, self.device)
         self._reduction = resolve_process_group(process_group)
         if self._reduction is not None:
             refuse_local_state(self.players, problem)
@@ -199,26 +191,13 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._equality = torch.tensor(
             [1.0 if c.sense == "==" else 0.0 for c in problem.constraints.values()],
             device=self.device)
-        self._empty = torch.zeros(0, device=self.device)
+        self._empty = self.theta_loss.empty
         self.steps = 0
         self.last: StepRecord | None = None
         self._hooks: list[Callable[[StepRecord], None]] = []
-        self._pending: Record | None = None
-        self._heldout: Record | None = None
+        self._records = RecordBuffer()
         # a device step counter while a step is captured (fairgames.game.capture)
         self._step_counter: torch.Tensor | None = None
-
-    def _large_game(self, preset: object, multipliers: object, choice: dict) -> str | None:
-        """A game too large for the default preset's swap regret plays the linear-cost
-        preset instead, with a :class:`LargeGameWarning` (only when neither the preset nor
-        the multipliers were named)."""
-        switch = (large_game_preset(self.problem.num_multipliers)
-                  if preset is None and multipliers is None else None)
-        if switch is None:
-            return None
-        self.preset = resolve_preset(switch[0], **choice)
-        warnings.warn(switch[1], LargeGameWarning, stacklevel=3)
-        return switch[1]
 
     def _bind(self, players: list[Player]) -> None:
         """Bind every player, index the views they provide, and make the parameter groups."""
@@ -229,8 +208,10 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         names = [p.name for p in players]
         if len(set(names)) != len(names):
             raise ValueError(f"every player needs its own name, got {names}")
-        game = GameContext(self.problem, self.terms, self.device, self.model_optimizer,
-                           self._fixed_costs, weights=lambda: self._weights.weights())
+        game = GameContext(
+            self.problem, self.terms, self.device, self.model_optimizer,
+            lambda: self.theta_loss.fixed_costs(self._weights.weights()),
+            weights=lambda: self._weights.weights())
         for p in players:
             p.bind(game)
         self.players: list[Player] = sorted(players, key=lambda p: p.order)
@@ -249,12 +230,6 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._weights = self._views["weights"]
         self._transformers = [p for p in self.players
                               if type(p).transform is not Player.transform]
-        # leaves a player takes out of the fused pass's θ loss and adds back as its own term
-        self._theta_terms = [p for p in self.players
-                             if type(p).theta_term is not Player.theta_term]
-        masks = [p.theta_mask for p in self.players if p.theta_mask is not None]
-        self._theta_mask = (torch.stack(masks).prod(0).to(self.device) if masks else None)
-        self._needs_surrogate = any("surrogate" in p.needs for p in self.players)
         # torch.optim.Optimizer's own set-up (hooks, state); the groups are the players'.
         super().__init__([{"params": []}], {})
         self.param_groups = [g for p in self.players for g in p.param_groups()]
@@ -329,66 +304,18 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         for player in self._transformers:
             batch = player.transform(batch)
         self._guard.note(batch)
-        if self._frozen is not None:
-            return self._frozen_loss(batch)
+        algebra = self.theta_loss
+        if algebra.frozen is not None:
+            return algebra.frozen_loss(batch)
         reduce = self._reduce_sums if self._reduction is not None else None
         if reduce is not None and values is not None:
             raise ValueError("lagrangian(batch, values) under a process group: the game "
                              "reduces the rates' sums in its own pass; pass the batch alone")
-        omega, lam = self._weights.weights()
-        autocast = torch.is_autocast_enabled(self.device.type)
-        if values is None:
-            # One pass: the costs are formed from the batch's true rates inside it, and the
-            # loss is one autograd node (see RateEvaluator.combination_bound).
-            used: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-
-            def costs(true: torch.Tensor) -> torch.Tensor:
-                c, ratios = self._leaf_costs(true, omega, lam)
-                used.append(ratios)
-                return c
-
-            try:
-                loss, values = self.evaluator.combination_bound(batch, costs, reduce=reduce)
-            except (RuntimeError, IndexError) as error:
-                _explain(batch, error)
-                raise
-            true, ratios = values.true, used[0]
-        elif autocast:
-            with torch.autocast(device_type=self.device.type, enabled=False):
-                loss, true, ratios = self._rates_loss(values, omega, lam)
-        else:
-            loss, true, ratios = self._rates_loss(values, omega, lam)
-        loss = self._added_terms(loss, batch, omega)
-        if autocast:
-            with torch.no_grad(), torch.autocast(device_type=self.device.type, enabled=False):
-                rec = self._record(values, true, ratios, loss)
-        else:
-            with torch.no_grad():
-                rec = self._record(values, true, ratios, loss)
-        if self._pending is None:
-            self._pending = rec
-        else:
-            self._pending.add(rec)
+        loss, rec = algebra.loss_and_record(batch, values, *self._weights.weights(),
+                                            reduce=reduce)
+        self._records.add(rec)
         if reduce is not None:
             loss = scale_gradient(loss, self._reduction.world_size)  # type: ignore[union-attr]
-        return loss
-
-    def _added_terms(self, loss: torch.Tensor, batch: Batch, omega: torch.Tensor
-                     ) -> torch.Tensor:
-        """The rates' loss plus the problem's own loss (times ω), the objective's bound and
-        the θ-terms of players that add one."""
-        if self.problem.loss is not None:
-            extra = self.problem.loss(batch.scores, batch)
-            if not isinstance(extra, torch.Tensor) or extra.dim() != 0:
-                raise ValueError("the problem's loss must return a scalar tensor, got "
-                                 f"{getattr(extra, 'shape', type(extra).__name__)}")
-            loss = torch.addcmul(loss, omega, extra.float())       # loss + ω·extra
-        if self._objective_bound is not None:
-            loss = loss + self._objective_bound(batch, omega)
-        for player in self._theta_terms:
-            term = player.theta_term()
-            if term is not None:
-                loss = loss + term
         return loss
 
     @torch.no_grad()
@@ -436,111 +363,13 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         if self.strict:
             batch.check_values()
         self._guard.note(batch)
+        reduce = self._reduce_sums if self._reduction is not None else None
         if torch.is_autocast_enabled(self.device.type):
             with torch.autocast(device_type=self.device.type, enabled=False):
-                rec = self._heldout_record(batch)
+                rec = self.theta_loss.heldout_record(batch, reduce)
         else:
-            rec = self._heldout_record(batch)
-        if self._heldout is None:
-            self._heldout = rec
-        else:
-            self._heldout.add(rec)
-
-    def _heldout_record(self, batch: Batch) -> Record:
-        # update=False: the running proportion estimates belong to θ's (mini)batches.
-        reduce = self._reduce_sums if self._reduction is not None else None
-        values = self.evaluator(batch, update=False, reduce=reduce)
-        t = self.terms
-        ratios = t.ratio_values(values.true) if t.num_linear else None
-        return self._record(values, values.true, ratios, self._empty.sum())
-
-    def _leaf_costs(self, true: torch.Tensor, omega: torch.Tensor, lam: torch.Tensor
-                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """The leaf costs ``c(ω, λ)`` at this batch's true rates (the ratio slacks and the
-        linearised ratios read them), with the linearised ratios used."""
-        t = self.terms
-        slacks = self._empty
-        if t.num_bilinear:      # ratio rows put the ratio slacks into the leaf costs
-            slacks = self._views["slacks"].current(true)
-        ratios = t.ratio_values(true) if t.num_linear else None
-        costs = t.leaf_costs(omega, lam, slacks, ratios)
-        if self._theta_mask is not None:     # leaves a player's theta_term covers instead
-            costs = costs * self._theta_mask
-        return costs, ratios
-
-    def _rates_loss(self, values: LeafValues, omega: torch.Tensor, lam: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor,
-                               tuple[torch.Tensor, torch.Tensor] | None]:
-        """``Σ c⁺·upper + c⁻·lower`` at the leaf costs of ``(ω, λ)`` (fp32, outside autocast)
-        from precomputed leaf values, with the true leaf values and the linearised ratios."""
-        t = self.terms
-        true = values.true.detach() if values.true.requires_grad else values.true
-        costs, ratios = self._leaf_costs(true, omega, lam)
-        if values.flat_bounds is not None:
-            loss = t.surrogate_flat(costs, values.flat_bounds)
-        else:
-            loss = t.surrogate(costs, values.upper, values.lower)
-        return loss, true, ratios
-
-    def _record(self, values: LeafValues, true: torch.Tensor,
-                ratios: tuple[torch.Tensor, torch.Tensor] | None, loss: torch.Tensor
-                ) -> Record:
-        """What :meth:`step` needs of this call (device tensors, no graph)."""
-        t = self.terms
-        affine_sur = bilinear_sur = None
-        if self._needs_surrogate:
-            upper, lower = values.upper.detach(), values.lower.detach()
-            affine_sur = t.affine_rows_bound(upper, lower)
-            if t.num_bilinear:
-                bilinear_sur = t.bilinear_values_bound(upper, lower)
-        return Record(
-            count=1, leaves=true, affine_true=t.affine_rows(true),
-            bilinear_true=t.bilinear_values(true) if t.num_bilinear else self._empty,
-            affine_surrogate=affine_sur, bilinear_surrogate=bilinear_sur,
-            ratios=ratios[0] if ratios is not None else None,
-            objective_surrogate=loss.detach(), empty_subsets=values.empty_subsets)
-
-    def _frozen_loss(self, batch: Batch) -> torch.Tensor:
-        """The best-response inner loop's loss: ``⟨c, R̃⟩`` at the frozen costs (formed at the
-        first call's true rates), without touching the running estimates or the records."""
-        frozen = self._frozen
-        assert frozen is not None
-        values = self.evaluator(batch, update=False)
-        if frozen.costs is None:
-            with torch.no_grad():
-                frozen.costs = self.terms.leaf_costs(frozen.omega, frozen.lam,
-                                                     *self._ratio_state(values.true.detach()))
-                if self._theta_mask is not None:
-                    frozen.costs = frozen.costs * self._theta_mask
-        loss = self.terms.surrogate(frozen.costs, values.upper, values.lower)
-        for player in self._theta_terms:
-            term = player.theta_term()
-            if term is not None:
-                loss = loss + term
-        if self.problem.loss is not None:
-            loss = loss + frozen.omega * self.problem.loss(batch.scores, batch).float()
-        if self._objective_bound is not None:
-            loss = loss + self._objective_bound(batch, frozen.omega)
-        return loss
-
-    def _ratio_state(self, leaves: torch.Tensor
-                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Ratio slacks and linearised ratios at true leaf values (for frozen costs)."""
-        t = self.terms
-        if not (t.num_bilinear or t.num_linear):
-            return self._empty, None
-        slack_player = self._views.get("slacks")
-        slacks = slack_player.current(leaves) if slack_player is not None else self._empty
-        return slacks, (t.ratio_values(leaves) if t.num_linear else None)
-
-    @contextmanager
-    def _fixed_costs(self) -> Iterator[_FrozenCosts]:
-        omega, lam = (w.detach().clone() for w in self._weights.weights())
-        self._frozen = _FrozenCosts(omega, lam)
-        try:
-            yield self._frozen
-        finally:
-            self._frozen = None
+            rec = self.theta_loss.heldout_record(batch, reduce)
+        self._records.add_heldout(rec)
 
     def step(self, closure: Callable[[], Any] | None = None, *,
              scaler: torch.amp.GradScaler | None = None) -> Any:
@@ -552,11 +381,11 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
                             "by keyword: copt.step(scaler=scaler)")
         if _GLOBAL_PRE_HOOKS or self._optimizer_step_pre_hooks:
             closure, scaler = self._pre_hooks(closure, scaler)
-        if closure is None and self._pending is None:
+        if closure is None and self._records.pending is None:
             raise RuntimeError("step() needs the values of a lagrangian() call: call "
                                "copt.lagrangian(batch) and backward() first, or pass a closure")
         omega, lam = self._weights.weights_snapshot()
-        round = Round(self.terms, omega=omega, lam=lam, take_record=self._take_record,
+        round = Round(self.terms, omega=omega, lam=lam, take_record=self._records.take,
                       views=self._views, equality=self._equality, empty=self._empty,
                       closure=closure, scaler=scaler)
         self._guard.save(self.model_optimizer)
@@ -606,7 +435,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         """The players that need no autograd, in order, then the step's record (no grad, fp32)."""
         for player in self._other_players:
             player.play(round)
-        return self._step_record(round)
+        return round.step_record(self.steps)
 
     def batch(self, scores: torch.Tensor | None = None, labels: torch.Tensor | None = None,
               **fields: Any) -> Batch:
@@ -673,36 +502,6 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         """
         return CapturedStep(self, step, compile=compile)
 
-    # ------------------------------------------------------------------ the round
-    def _take_record(self) -> Record:
-        """The step's record: the mean of :meth:`lagrangian`'s, or of the held-out batches'
-        (the two-dataset game: every player but θ sees the held-out rates)."""
-        if self._pending is None:
-            raise RuntimeError("step()'s closure recorded nothing: it must call "
-                               "copt.lagrangian(batch)")
-        pend = self._pending.mean()
-        self._pending = None
-        if self._heldout is not None:
-            objective_surrogate = pend.objective_surrogate
-            pend = self._heldout.mean()
-            pend.objective_surrogate = objective_surrogate
-            self._heldout = None
-        return pend
-
-    def _step_record(self, round: Round) -> StepRecord:
-        objective_true, constraints_true, _ = round.truth()
-        rows_true = round.rows("true")
-        rec = round.record
-        rows_surrogate = (round.rows("surrogate") if rec.affine_surrogate is not None
-                          else rows_true)
-        return StepRecord(
-            step=self.steps, objective_true=objective_true,
-            objective_surrogate=rec.objective_surrogate,
-            constraints_true=constraints_true, rows_true=rows_true,
-            rows_surrogate=rows_surrogate, objective_weight=round.omega,
-            multipliers=round.lam, slacks=round.slacks, leaves_true=rec.leaves,
-            empty_subsets=rec.empty_subsets)
-
     # ------------------------------------------------------------------ logging
     def check(self) -> None:
         """Raise :class:`~fairgames.game.finite.NonFiniteStepError` naming the first step
@@ -747,7 +546,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         """Everything needed to resume the game exactly: every player's state (θ's is the
         wrapped optimizer's), the evaluator's running estimates (the model's own parameters
         are the caller's to save)."""
-        if self._pending is not None or self._heldout is not None:
+        if not self._records.empty:
             raise RuntimeError("state_dict() between lagrangian() (or record_heldout()) and "
                                "step(): the recorded values would be lost; save after step()")
         return {
@@ -779,8 +578,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             p.load_state_dict(state["players"][p.name])
         self.evaluator.load_state_dict(state["evaluator"])
         self.steps = int(state["steps"])
-        self._pending = None
-        self._heldout = None
+        self._records.clear()
         self._guard.forget(buffers=True)
 
     def __repr__(self) -> str:
@@ -791,15 +589,6 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
 
 def _strategy(player: Player) -> str:
     return getattr(player, "strategy", type(player).__name__)
-
-
-def _explain(batch: Batch, error: Exception) -> None:
-    """Raise the clear error of a batch whose values broke the fused pass (labels outside
-    {0, 1}, group codes out of range; the pass indexes with them), if that is the cause."""
-    try:
-        batch.check_values()      # syncs: only on the way out of a failed step
-    except RatesError as clear:
-        raise clear from error
 
 
 def _parameter_device(opt: torch.optim.Optimizer) -> torch.device:

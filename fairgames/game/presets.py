@@ -68,6 +68,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,6 +338,28 @@ def large_game_preset(rows: int) -> tuple[str, str] | None:
         f"{DEFAULT_PRESET!r} (swap regret, a dense {rows + 1}² matrix per step) is replaced "
         f"by {LARGE_GAME_PRESET!r} (projected gradient ascent, linear in the rows); name a "
         "preset to choose (scripts/train.py and fit(): algorithm.large_game=keep)")
+
+
+def resolve_game_preset(preset: str | Preset | None, *, rows: int, named_multipliers: bool,
+                        **choice: Any) -> tuple[Preset, str | None]:
+    """The preset a game of ``rows`` multiplier rows plays: :func:`resolve_preset`, except
+    that a game too large for the default preset's swap regret plays the linear-cost preset
+    instead, with a :class:`LargeGameWarning` (only when neither the preset nor the
+    multipliers were named). Returns it and why the default was replaced (``None``: it was
+    not).
+
+    Example:
+        >>> resolve_game_preset(None, rows=3, named_multipliers=False)[0].name
+        'proxy_lagrangian'
+    """
+    resolved = resolve_preset(preset, **choice)
+    switch = (large_game_preset(rows) if preset is None and not named_multipliers
+              else None)
+    if switch is None:
+        return resolved, None
+    resolved = resolve_preset(switch[0], **choice)
+    warnings.warn(switch[1], LargeGameWarning, stacklevel=3)   # the optimizer's caller
+    return resolved, switch[1]
 
 
 def _arguments(cls: type[Player], config: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """One step of the game as its players see it: the recorded values and what each player played.
 
 :class:`Record` holds what :meth:`~fairgames.game.ConstrainedOptimizer.lagrangian` recorded of
-a batch (device tensors, no graph); :class:`Round` is the narrow state object handed to every
+a batch (device tensors, no graph); :class:`RecordBuffer` sums a step's records (gradient
+accumulation, the held-out batches of the two-dataset game) until the step takes their mean;
+:class:`Round` is the narrow state object handed to every
 player's ``play``: it reads the compiled Lagrangian for them (row values at the slacks played,
 the true objective and constraints, follow-the-leader's inputs) and caches each value, so that
 two players asking for the same thing compute it once. Players publish what they play on it
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .history import StepRecord
 from .lagrangian import LagrangianTerms
 from .players.multipliers import DualContext
 
@@ -49,6 +52,50 @@ class Record:
         n = float(self.count)
         values = [getattr(self, f.name) for f in fields(self)[1:]]
         return Record(1, *[v / n if v is not None else None for v in values])
+
+
+class RecordBuffer:
+    """What :meth:`~fairgames.game.ConstrainedOptimizer.lagrangian` and
+    :meth:`~fairgames.game.ConstrainedOptimizer.record_heldout` recorded since the last step,
+    summed (several calls before one step average their records)."""
+
+    def __init__(self) -> None:
+        self.pending: Record | None = None
+        self.heldout: Record | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.pending is None and self.heldout is None
+
+    def add(self, record: Record) -> None:
+        if self.pending is None:
+            self.pending = record
+        else:
+            self.pending.add(record)
+
+    def add_heldout(self, record: Record) -> None:
+        if self.heldout is None:
+            self.heldout = record
+        else:
+            self.heldout.add(record)
+
+    def take(self) -> Record:
+        """The step's record: the mean of ``lagrangian``'s, or of the held-out batches' (the
+        two-dataset game: every player but θ sees the held-out rates)."""
+        if self.pending is None:
+            raise RuntimeError("step()'s closure recorded nothing: it must call "
+                               "copt.lagrangian(batch)")
+        pend = self.pending.mean()
+        self.pending = None
+        if self.heldout is not None:
+            objective_surrogate = pend.objective_surrogate
+            pend = self.heldout.mean()
+            pend.objective_surrogate = objective_surrogate
+            self.heldout = None
+        return pend
+
+    def clear(self) -> None:
+        self.pending = self.heldout = None
 
 
 class Round:
@@ -166,3 +213,18 @@ class Round:
     def saturation(self) -> torch.Tensor:
         """The multipliers' saturation in [0, 1] (1 at the edge of their set)."""
         return self.views["weights"].saturation()
+
+    def step_record(self, step: int | torch.Tensor) -> StepRecord:
+        """The step's :class:`~fairgames.game.StepRecord` (after every player moved)."""
+        objective_true, constraints_true, _ = self.truth()
+        rows_true = self.rows("true")
+        rec = self.record
+        rows_surrogate = (self.rows("surrogate") if rec.affine_surrogate is not None
+                          else rows_true)
+        return StepRecord(
+            step=step, objective_true=objective_true,
+            objective_surrogate=rec.objective_surrogate,
+            constraints_true=constraints_true, rows_true=rows_true,
+            rows_surrogate=rows_surrogate, objective_weight=self.omega,
+            multipliers=self.lam, slacks=self.slacks, leaves_true=rec.leaves,
+            empty_subsets=rec.empty_subsets)
