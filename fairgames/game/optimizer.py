@@ -80,6 +80,7 @@ from .finite import FiniteGuard
 from .history import StepRecord
 from .players.base import GameContext, Player
 from .players.multipliers import MultiplierPlayer
+from .players.roster import Roster
 from .players.theta import ThetaPlayer
 from .presets import PlayerOptions, Preset, resolve_game_preset
 from .problem import Problem
@@ -200,39 +201,20 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._step_counter: torch.Tensor | None = None
 
     def _bind(self, players: list[Player]) -> None:
-        """Bind every player, index the views they provide, and make the parameter groups."""
-        for p in players:
-            if not isinstance(p, Player):
-                raise TypeError(f"players must be fairgames.game.players.Player instances, "
-                                f"got {type(p).__name__}")
-        names = [p.name for p in players]
-        if len(set(names)) != len(names):
-            raise ValueError(f"every player needs its own name, got {names}")
+        """Bind every player (:class:`~fairgames.game.players.roster.Roster`) and make the
+        parameter groups."""
         game = GameContext(
             self.problem, self.terms, self.device, self.model_optimizer,
             lambda: self.theta_loss.fixed_costs(self._weights.weights()),
             weights=lambda: self._weights.weights())
-        for p in players:
-            p.bind(game)
-        self.players: list[Player] = sorted(players, key=lambda p: p.order)
-        # Players that need autograd (θ) play first, then the others under one no_grad.
-        self._grad_players = [p for p in self.players if p.needs_grad]
-        self._other_players = [p for p in self.players if not p.needs_grad]
-        self._views: dict[str, Any] = {}
-        for p in self.players:
-            for view in p.provides:
-                if view in self._views:
-                    raise ValueError(f"players {self._views[view].name!r} and {p.name!r} both "
-                                     f"provide {view!r}")
-                self._views[view] = p
-        if "weights" not in self._views:
-            raise ValueError("a game needs a player that provides the multipliers' 'weights'")
-        self._weights = self._views["weights"]
-        self._transformers = [p for p in self.players
-                              if type(p).transform is not Player.transform]
+        self.roster = roster = Roster(players, game)
+        self.players: list[Player] = roster.players
+        self._grad_players, self._other_players = roster.grad_players, roster.other_players
+        self._views, self._weights = roster.views, roster.weights
+        self._transformers = roster.transformers
         # torch.optim.Optimizer's own set-up (hooks, state); the groups are the players'.
         super().__init__([{"params": []}], {})
-        self.param_groups = [g for p in self.players for g in p.param_groups()]
+        self.param_groups = roster.param_groups()
         self._groups_ready = True
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -242,15 +224,12 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
             super().add_param_group(param_group)
             return
         self.model_optimizer.add_param_group(param_group)
-        self.param_groups = [g for p in self.players for g in p.param_groups()]
+        self.param_groups = self.roster.param_groups()
 
     # ------------------------------------------------------------------ the players
     def player(self, name: str) -> Player:
         """The player called ``name`` (``"theta"``, ``"multipliers"``, ``"slacks"``, ...)."""
-        for p in self.players:
-            if p.name == name:
-                return p
-        raise KeyError(f"no player {name!r}; this game has {[p.name for p in self.players]}")
+        return self.roster.player(name)
 
     @property
     def multipliers(self) -> MultiplierPlayer:
