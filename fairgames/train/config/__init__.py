@@ -1,5 +1,6 @@
-"""The run's config and its checks: the structured schema registered with Hydra
-(:mod:`.schema`), the check registry every group, preset, player and family adds to
+"""The run's config and its checks: the groups' dataclasses (:mod:`.groups`), the structured
+schema registered with Hydra (:mod:`.schema`), the core's value rules and :func:`validate`
+(:mod:`.validation`), the check registry every group, preset, player and family adds to
 (:mod:`.checks`), :class:`ConfigError` (:mod:`.errors`), a resumed run's config
 (:mod:`.resume`) and the problem family's own game (:mod:`.family_game`). Importing it loads
 the paper families (:func:`fairgames.families.load`), whose groups and options join the
@@ -16,8 +17,6 @@ from fairgames import families as _families
 from .errors import ConfigError
 from .schema import (
     EARLY_STOP_DEFAULTS,
-    MULTIPLIER_OPTIMIZERS,
-    OPTIMIZERS,
     TUNE_STEPS,
     AlgorithmConfig,
     ModelConfig,
@@ -26,13 +25,12 @@ from .schema import (
     TrainConfig,
     TrainerConfig,
     algorithm_schema,
-    players_of,
     register,
     store_schema,
     train_schema,
     tune_step_keys,
-    validate,
 )
+from .validation import MULTIPLIER_OPTIMIZERS, OPTIMIZERS, players_of, validate
 
 __all__ = ["EARLY_STOP_DEFAULTS", "MULTIPLIER_OPTIMIZERS", "OPTIMIZERS", "TUNE_STEPS",
            "AlgorithmConfig", "ConfigError", "ModelConfig", "OptimizerConfig", "ProblemConfig",

@@ -37,11 +37,8 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 import signal
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,128 +46,32 @@ import torch
 from tqdm.auto import tqdm
 
 from fairgames.data import MinibatchSampler, TabularDataset
-from fairgames.game import ConstrainedOptimizer, NonFiniteStepError, threshold_points
+from fairgames.game import ConstrainedOptimizer, threshold_points
 from fairgames.game.solutions import SnapshotRecorder
-from fairgames.models import decision_threshold
 from fairgames.rates import Batch, EmptySubsetError
 
 from ..data import predict_scores
-from ..evaluation import batch_group_table, parity_gaps
 from .captured import CapturedSteps
 from .checkpoint import write_checkpoint
-from .logger import RunLogger
 from .parallel import DataParallel, agree_to_stop, shard
+from .records import check_finite, log_entry, tags, unique_names
+from .settings import (
+    BatchSettings,
+    CheckpointSettings,
+    GameData,
+    LogSettings,
+    SnapshotSettings,
+    check_data,
+)
+from .signals import StopSignals
+from .state import ENGINE_FORMAT, engine_state, load_engine_state, restore_rng
+
+# the names the engine's users import from here (its settings, its state's format)
+__all__ = ["ENGINE_FORMAT", "BatchSettings", "CheckpointSettings", "Engine", "GameData",
+           "LogSettings", "RunInterrupted", "SnapshotSettings", "StopSignals", "unique_names"]
 
 # Each log interval's line (train.log under scripts/train.py); read at log time, no extra sync.
 LOG = logging.getLogger(__name__)
-
-ENGINE_FORMAT = 2
-"""Version of :meth:`Engine.state_dict`'s layout; 2 holds the game's per-player state
-(:data:`fairgames.game.optimizer.CHECKPOINT_FORMAT` 2)."""
-
-
-@dataclass(frozen=True)
-class GameData:
-    """The rows the game plays on.
-
-    Attributes:
-        train: the θ-player's training split, already on the model's device.
-        protected: the attribute whose per-group rates are logged (and batches balanced by).
-        baseline_scores: ``[N]`` scores of a baseline model on ``train`` (churn problems).
-        heldout: a split the multipliers and slacks play on instead of the θ-player's batches
-            (Cotter et al. 2019's two-dataset game,
-            :meth:`~fairgames.game.ConstrainedOptimizer.record_heldout`): each step scores it
-            without gradients in eval mode — all of it when training is full-batch, else a
-            minibatch of the batch size from its own seeded sampler. ``None``: off. The
-            logged constraint values are then the held-out ones, and the last training
-            batch's true values are logged beside them (``constraints_batch``; TensorBoard
-            ``constraint/<name>/batch_value``).
-        heldout_baseline_scores: ``[N]`` baseline scores on ``heldout`` (churn problems).
-
-    Example:
-        >>> from fairgames.data import make_synthetic
-        >>> splits = make_synthetic(n=300, d=3, seed=0)
-        >>> data = GameData(splits.train, "group", heldout=splits.validation)
-        >>> data.protected, data.heldout is splits.validation
-        ('group', True)
-    """
-
-    train: TabularDataset
-    protected: str
-    baseline_scores: torch.Tensor | None = None
-    heldout: TabularDataset | None = None
-    heldout_baseline_scores: torch.Tensor | None = None
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """Rows per step: ``size`` (``None``: the full batch), ``balanced`` (draw every group
-    equally, re-weighted to the population) and the ``seed`` of the minibatch order.
-
-    Example:
-        >>> BatchSettings(size=64).balanced, BatchSettings().size
-        (False, None)
-    """
-
-    size: int | None = None
-    balanced: bool = False
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    """Logging: every ``every`` steps (the only place the loop reads device values), to a
-    :class:`RunLogger` (``None``: no TensorBoard), with a tqdm bar if ``progress``.
-
-    Example:
-        >>> LogSettings(every=10).every, LogSettings().logger
-        (10, None)
-    """
-
-    every: int = 50
-    logger: RunLogger | None = None
-    progress: bool = False
-    # scalars of the model on whole splits, computed at log time only (e.g. paper 004's
-    # true / noisy / robust constraint values: fairgames.noisy_groups.robust.robust_log)
-    extra: Callable[[torch.nn.Module], Mapping[str, float | None]] | None = None
-
-
-@dataclass(frozen=True)
-class SnapshotSettings:
-    """The iterates kept for the stochastic model and the best iterate: one every ``every``
-    steps, at most ``max_kept`` of them, thinned by ``strategy``
-    (:class:`~fairgames.game.solutions.SnapshotRecorder`: ``"reservoir"``, a seeded uniform
-    sample of all snapshots, or ``"uniform_stride"``, evenly spaced), each at a ``"random"``
-    step of its window of ``every`` steps (so a cycling game is seen in every phase) or the
-    ``"fixed"`` last one. ``extra``: another module whose state is snapshotted at the same
-    steps by a recorder of its own (the DRO adversary's p̃ for ``robust.select=played``).
-
-    Example:
-        >>> SnapshotSettings(every=5, max_kept=4).strategy, SnapshotSettings().offset
-        ('reservoir', 'random')
-    """
-
-    every: int = 10
-    max_kept: int = 100
-    strategy: str = "reservoir"
-    offset: str = "random"
-    extra: torch.nn.Module | None = None
-
-
-@dataclass(frozen=True)
-class CheckpointSettings:
-    """Checkpoints: every ``every`` steps (0: only when :meth:`Engine.save_checkpoint` is
-    called) into ``run_dir`` (``None``: never written); ``on_save(state)`` adds run-level
-    items to each one.
-
-    Example:
-        >>> CheckpointSettings().every, CheckpointSettings().run_dir
-        (0, None)
-    """
-
-    every: int = 0
-    run_dir: Path | None = None
-    on_save: Callable[[dict[str, Any]], None] | None = None
 
 
 class Engine:
@@ -210,12 +111,13 @@ class Engine:
 
     def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer, data: GameData, *,
                  steps: int, grad_clip: float | None = None,
-                 batches: BatchSettings = BatchSettings(),
-                 logging: LogSettings = LogSettings(),
-                 snapshots: SnapshotSettings = SnapshotSettings(),
-                 checkpoints: CheckpointSettings = CheckpointSettings(),
+                 # frozen dataclasses (.settings): immutable defaults
+                 batches: BatchSettings = BatchSettings(),  # noqa: B008
+                 logging: LogSettings = LogSettings(),  # noqa: B008
+                 snapshots: SnapshotSettings = SnapshotSettings(),  # noqa: B008
+                 checkpoints: CheckpointSettings = CheckpointSettings(),  # noqa: B008
                  parallel: DataParallel | None = None, early_stop: Any = None) -> None:
-        _check_data(data, copt)
+        check_data(data, copt)
         train, heldout, protected = data.train, data.heldout, data.protected
         self.model, self.copt, self.train = model, copt, train
         self.protected = protected
@@ -441,109 +343,24 @@ class Engine:
     # ------------------------------------------------------------------ logging
     @torch.no_grad()
     def log(self) -> dict[str, Any]:
-        """Read the last step's values (syncs), log them, append them to the history."""
+        """Read the last step's values (syncs), log them, append them to the history
+        (:func:`~fairgames.train.loop.records.log_entry`)."""
         copt = self.copt
         assert copt.last is not None and self._last is not None
-        self._check_finite()
-        rec = copt.last.to_host()
-        terms = copt.terms
-        names = copt.problem.constraint_names
-        values = dict(zip(names, rec["constraints_true"], strict=True))
-        equality = {n: c.sense == "==" for n, c in copt.problem.constraints.items()}
-        violations = {n: (abs(v) if equality[n] else max(v, 0.0)) for n, v in values.items()}
-        entry: dict[str, Any] = {
-            "step": self.step,
-            "objective_true": rec["objective_true"],
-            "lagrangian": rec["objective_surrogate"],
-            "constraints": values,
-            "violations": violations,
-            "max_violation": max(violations.values(), default=0.0),
-            "multipliers": dict(zip(unique_names(terms.row_names), rec["multipliers"],
-                                    strict=True)),
-            "objective_weight": rec["objective_weight"],
-            "slacks": dict(zip(unique_names(terms.slack_names), rec["slacks"], strict=True)),
-            "empty_subsets": rec["empty_subsets"],
-        }
-        # Surrogate bounds on the last batch (the θ-player's view), in eval mode so that
-        # logging draws no random numbers (dropout) and a resumed run logs the same.
-        x, fields = self._last() if callable(self._last) else self._last
-        scores = predict_scores(self.model, x, chunk=max(1, len(x)))   # one chunk
-        batch = Batch(scores=scores, **fields)
-        leaf_values = copt.evaluator(batch, update=False)
-        objective = copt.problem.objective
-        entry["objective_surrogate"] = _bound(objective, leaf_values) if objective is not None \
-            else None
-        entry["constraints_surrogate"] = {
-            n: _bound(c.expression, leaf_values) for n, c in copt.problem.constraints.items()}
-        if self.heldout is not None:
-            # The game's record is on the held-out data; the gap to the training batch's true
-            # values is what the two-dataset game is for, so it is logged beside it.
-            entry["constraints_batch"] = {
-                n: float(c.expression.evaluate(leaf_values))
-                for n, c in copt.problem.constraints.items()}
-        # unweighted (a balanced sampler's importance weights would weight the counts)
-        entry["groups"] = batch_group_table(Batch(scores=scores, **{**fields, "weights": None}),
-                                            self.protected, decision_threshold(self.model))
-        if self.thresholds:
-            entry["parity"] = parity_gaps(scores, fields["groups"][self.protected],
-                                          fields["group_values"][self.protected],
-                                          self.thresholds)
-        entry["likely_infeasible"] = copt.likely_infeasible()
-        # what plug-in players report of themselves (the DRO adversary's distance from p̂)
-        scalars = {k: v for p in copt.players for k, v in p.log_scalars().items()}
-        if scalars:
-            entry["players"] = scalars
-        if self.extra_scalars is not None:
-            entry["extra"] = dict(self.extra_scalars(self.model))
+        check_finite(copt, self.step, self.last_checkpoint, self._saved_step)
+        entry, equality = log_entry(self, self._last)
         self.history.append(entry)
         if self.logger is not None:
-            self.logger.scalars(self.step, _tags(entry, equality))
+            self.logger.scalars(self.step, tags(entry, equality))
         LOG.info("step %d/%d: objective %.4g, max violation %.4g", self.step, self.steps,
                  entry["objective_true"], entry["max_violation"])
         return entry
 
-    def _check_finite(self) -> None:
-        """Stop at a step the game skipped for a non-finite value (one sync, at log time),
-        naming the step and the latest checkpoint."""
-        try:
-            self.copt.check()
-        except NonFiniteStepError as e:
-            # the game counts steps from 0, the engine the steps done: step k is the k+1-th
-            if self.last_checkpoint is None:
-                where = "no checkpoint was written (trainer.checkpoint_every)"
-            else:
-                where = (f"the latest checkpoint is {self.last_checkpoint} (step "
-                         f"{self._saved_step}; the skipped steps left no trace in it)")
-            raise NonFiniteStepError(
-                f"training stopped at step {self.step}: step {e.step + 1} met non-finite "
-                f"{', '.join(e.kinds)} and was skipped ({e.count} step(s) skipped since the "
-                f"last log); {where}. Remedy: lower the learning rate, clip the gradients "
-                "(optimizer.grad_clip), or look for NaN/inf in the model's inputs; then "
-                "retrain or resume",
-                step=e.step, kinds=e.kinds, count=e.count) from e
-
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The loop's whole state (model, game, sampler, snapshots, history, RNG)."""
-        return {
-            "format": ENGINE_FORMAT,
-            "step": self.step,
-            "world_size": self.parallel_ranks,
-            "model": self.model.state_dict(),
-            "game": self.copt.state_dict(),
-            "sampler": self.sampler.state_dict() if self.sampler is not None else None,
-            "heldout_sampler": (self.heldout_sampler.state_dict()
-                                if self.heldout_sampler is not None else None),
-            "snapshots": self.snapshots.state_dict(),
-            "extra_snapshots": (self.extra_snapshots.state_dict()
-                                if self.extra_snapshots is not None else None),
-            "history": self.history,
-            "early_stop": (self.early_stop.state_dict() if self.early_stop is not None
-                           else None),
-            "rng": {"torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available()
-                    else []},
-        }
+        """The loop's whole state (model, game, sampler, snapshots, history, RNG;
+        :func:`~fairgames.train.loop.state.engine_state`)."""
+        return engine_state(self)
 
     @property
     def parallel_ranks(self) -> int:
@@ -553,49 +370,9 @@ class Engine:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (the game checks that the problem matches; a checkpoint
         of N ranks resumes on N ranks only)."""
-        if state.get("format") != ENGINE_FORMAT:
-            raise ValueError(f"the checkpoint has format {state.get('format')!r}; this version "
-                             f"of fairgames reads format {ENGINE_FORMAT} only (format 1 "
-                             "predates the plug-in players): start the run afresh, or resume "
-                             "it with the fairgames version that wrote it")
-        # (a checkpoint without the key predates data-parallel checkpoints: one process)
-        saved, ranks = int(state.get("world_size", 1)), self.parallel_ranks
-        if saved != ranks:
-            raise ValueError(
-                f"the checkpoint was written by a run on {saved} process(es), this run has "
-                f"{ranks}: each rank's shard of the global batch, and so the game's rounding, "
-                f"depends on the count: resume it on {saved} (torchrun --nproc_per_node "
-                f"{saved} scripts/train.py trainer.distributed=true trainer.resume=<run dir>; "
-                "python scripts/train.py trainer.resume=<run dir> for 1), or start afresh")
-        self.model.load_state_dict(state["model"])
-        self.copt.load_state_dict(state["game"])  # each player moves its tensors itself
-        if self.sampler is not None:
-            if state["sampler"] is None:
-                raise ValueError("the checkpoint was trained full-batch, this run uses "
-                                 "minibatches")
-            self.sampler.load_state_dict(state["sampler"])
-        elif state["sampler"] is not None:
-            raise ValueError("the checkpoint was trained on minibatches, this run full-batch")
-        held = state.get("heldout_sampler")
-        if (held is None) != (self.heldout_sampler is None):
-            raise ValueError("the checkpoint and this run differ in their held-out minibatches "
-                             "(trainer.constraint_split)")
-        if self.heldout_sampler is not None:
-            self.heldout_sampler.load_state_dict(held)
-        self.snapshots.load_state_dict(state["snapshots"])
-        if self.extra_snapshots is not None:
-            if state.get("extra_snapshots") is None:
-                raise ValueError("the checkpoint holds no snapshots of the extra state this "
-                                 "run records (robust.select=played): resume with the "
-                                 "setting it was trained with, or start afresh")
-            self.extra_snapshots.load_state_dict(state["extra_snapshots"])
-        self.history = list(state["history"])
-        if self.early_stop is not None and state.get("early_stop") is not None:
-            self.early_stop.load_state_dict(state["early_stop"])
+        load_engine_state(self, state)
         self.step = self._saved_step = int(state["step"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if state["rng"]["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        restore_rng(state)
 
     def save_checkpoint(self) -> Path | None:
         """Write ``checkpoint.pt`` in the run directory atomically, the one it replaces kept
@@ -650,74 +427,6 @@ class RunInterrupted(KeyboardInterrupt):
         super().__init__(f"{self.signal_name} at step {step}: {where}")
 
 
-class StopSignals:
-    """While active (a context manager), SIGINT and SIGTERM are recorded in ``received``
-    instead of stopping the process, so that a loop can stop at its next step boundary; a
-    second signal raises ``KeyboardInterrupt`` at once. Outside the main thread (where Python
-    cannot set handlers) it does nothing.
-
-    Example:
-        >>> import os
-        >>> with StopSignals() as signals:
-        ...     os.kill(os.getpid(), signal.SIGTERM)
-        ...     got = signals.received
-        >>> got == signal.SIGTERM
-        True
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def start(self) -> StopSignals:
-        """Record the signals from now on (the ``with`` statement calls it)."""
-        if threading.current_thread() is threading.main_thread():
-            for s in self.SIGNALS:
-                self._previous[s] = signal.signal(s, self._handle)
-        return self
-
-    def stop(self) -> None:
-        """Restore the handlers that were there before :meth:`start`."""
-        for s, handler in self._previous.items():
-            # None: a handler not set from Python; the default is the closest
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        self._previous = {}
-
-    def __enter__(self) -> StopSignals:
-        return self.start()
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None:
-            raise KeyboardInterrupt
-        self.received = signum
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _check_data(data: GameData, copt: ConstrainedOptimizer) -> None:
-    """Refuse game data the engine cannot play, naming what to change."""
-    protected, heldout = data.protected, data.heldout
-    if protected not in data.train.groups:
-        raise ValueError(f"protected attribute {protected!r} is not in the data "
-                         f"({sorted(data.train.groups)})")
-    if heldout is not None and protected not in heldout.groups:
-        raise ValueError(f"protected attribute {protected!r} is not in the held-out data "
-                         f"({sorted(heldout.groups)})")
-    inside = [p.name for p in copt.players if p.plays_inside_step]
-    if heldout is not None and inside:
-        raise ValueError("a held-out split for the multipliers needs players that step on "
-                         f"records made before step(); in {copt.preset.name!r}, {inside} "
-                         "evaluate(s) the model inside step() (θ by best response): use a "
-                         "gradient θ-player")
-    if (heldout is not None and data.baseline_scores is not None
-            and data.heldout_baseline_scores is None):
-        raise ValueError("the problem reads baseline scores: pass heldout_baseline_scores "
-                         "for the held-out split too")
-
-
 def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
                   baseline_scores: torch.Tensor | None, sampler: MinibatchSampler | None
                   ) -> dict[str, Any]:
@@ -736,61 +445,3 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
     return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
             "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
             "example_ids": index}
-
-
-def unique_names(names: list[str]) -> list[str]:
-    """Names made unique by a ``#k`` suffix on repeats (so that no value is lost in a dict).
-
-    Example:
-        >>> unique_names(["a", "b", "a"])
-        ['a', 'b', 'a#2']
-    """
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
-    return out
-
-
-def _bound(expression, leaf_values) -> float | None:
-    """The surrogate upper bound of an expression (None where none exists, e.g. KLD)."""
-    try:
-        return float(expression.evaluate(leaf_values, "upper"))
-    except ValueError:
-        return None
-
-
-def _tags(entry: Mapping[str, Any], equality: Mapping[str, bool]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {
-        "objective/true": entry["objective_true"],
-        "objective/surrogate": entry["objective_surrogate"],
-        "objective/lagrangian": entry["lagrangian"],
-        "constraint/max_violation": entry["max_violation"],
-        "multiplier/objective_weight": entry["objective_weight"],
-        "game/likely_infeasible": float(entry["likely_infeasible"]),
-        "game/empty_subsets": entry.get("empty_subsets"),
-    }
-    for name, v in entry["constraints"].items():
-        out[f"constraint/{name}/value"] = v
-        out[f"constraint/{name}/violation"] = entry["violations"][name]
-        s = entry["constraints_surrogate"][name]
-        out[f"constraint/{name}/surrogate_value"] = s
-        out[f"constraint/{name}/surrogate_violation"] = None if s is None else (
-            abs(s) if equality[name] else max(s, 0.0))
-        if "constraints_batch" in entry:
-            out[f"constraint/{name}/batch_value"] = entry["constraints_batch"][name]
-    for row, lam in entry["multipliers"].items():
-        out[f"multiplier/{row}"] = lam
-    for name, v in entry["slacks"].items():
-        out[f"slack/{name}"] = v
-    for key, rates in entry["groups"].items():
-        for rate, v in rates.items():
-            if rate != "count":
-                out[f"groups/{key}/{rate}"] = v
-    for key, v in entry.get("parity", {}).items():
-        out[f"parity/{key}"] = v
-    out.update(entry.get("players", {}))
-    out.update(entry.get("extra", {}))
-    return {k: (None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v)
-            for k, v in out.items()}

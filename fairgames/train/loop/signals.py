@@ -1,0 +1,58 @@
+"""Stopping at a step boundary: while the training loop runs, SIGINT and SIGTERM are recorded
+by :class:`StopSignals` instead of ending the process, and the loop reads the flag between
+steps (no host-device sync); :class:`~fairgames.train.loop.engine.RunInterrupted` is what it
+raises then, after a checkpoint at that step.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+
+class StopSignals:
+    """While active (a context manager), SIGINT and SIGTERM are recorded in ``received``
+    instead of stopping the process, so that a loop can stop at its next step boundary; a
+    second signal raises ``KeyboardInterrupt`` at once. Outside the main thread (where Python
+    cannot set handlers) it does nothing.
+
+    Example:
+        >>> import os
+        >>> with StopSignals() as signals:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        ...     got = signals.received
+        >>> got == signal.SIGTERM
+        True
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def start(self) -> StopSignals:
+        """Record the signals from now on (the ``with`` statement calls it)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def stop(self) -> None:
+        """Restore the handlers that were there before :meth:`start`."""
+        for s, handler in self._previous.items():
+            # None: a handler not set from Python; the default is the closest
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def __enter__(self) -> StopSignals:
+        return self.start()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
