@@ -89,4 +89,36 @@ from .subsets import (
 from .surrogates import Surrogate, sign_correct_sum, sign_split
 from .thresholds import ThresholdRates, ks_disparity, threshold_grid, threshold_rates
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# Reviewed: every name below was exported when __all__ was computed from dir() (issue 45).
+__all__ = [
+    # batches and errors
+    "LABEL_KINDS", "Batch", "EmptySubsetError", "NonFiniteScoresError", "RatesError",
+    # events, subsets, losses
+    "EVENTS", "Event", "Indicator", "predicted_positive_at", "score_at_least",
+    "Subset", "baseline_negative", "baseline_positive", "everything", "group",
+    "negative_label", "positive_label", "source",
+    "LOSSES", "Loss", "as_loss",
+    # expressions and ψ
+    "AffineForm", "Constraint", "Expression", "Leaf", "LeafLookup", "Node", "PsiNode",
+    "RatioNode", "as_expression", "leaves_of",
+    "KLD", "Psi", "geometric_mean", "harmonic_mean", "root_mean_square",
+    # metric helpers
+    "accuracy", "churn_rate", "coverage", "error_rate", "false_negative_proportion",
+    "false_negative_rate", "false_positive_proportion", "false_positive_rate", "fbeta",
+    "fmeasure", "fmeasure_parity", "gmean", "group_loss", "hmean", "kld", "label_rate",
+    "loss_rate", "negative_prediction_rate", "positive_prediction_rate", "precision",
+    "predictive_parity", "qmean", "rate", "recall", "score_rates",
+    "true_negative_proportion", "true_negative_rate", "true_positive_proportion",
+    "true_positive_rate", "win_loss_parity", "win_loss_ratio", "win_rate",
+    # evaluation: the fused pass, exact splits, the bootstrap, thresholds
+    "LeafValues", "RateEvaluator", "Surrogate", "sign_correct_sum", "sign_split",
+    "NoHostSync", "no_host_sync",
+    "ExactEvaluator", "GroupTable", "classification_metrics", "regression_metrics",
+    "summary_metrics",
+    "Bootstrap", "multinomial_counts", "percentile_interval", "stratum_codes",
+    "ThresholdRates", "ks_disparity", "threshold_grid", "threshold_rates",
+    # the submodules (dir() listed them too, so `import *` bound them)
+    "batch", "bootstrap", "errors", "evaluator", "events", "exact", "exact_read",
+    "expressions", "guards", "losses", "metrics", "psi", "subsets", "surrogates",
+    "thresholds", "values",
+]

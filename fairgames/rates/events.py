@@ -4,7 +4,7 @@ Every event is affine in one prediction indicator ``ŷ_z``: ``e = a(y, ŷ₀) + 
 where ``y`` is the binary label, ``ŷ₀`` the baseline model's prediction and the coefficients
 come from a 2×2 table indexed ``[y][ŷ₀]``. Because the coefficients depend only on factors
 that also define subsets, the fused evaluator sums ``w`` and ``w·ŷ_z`` once per cell of the
-partition and reads every rate off those sums (see ``evaluator.py``).
+partition and reads every rate off those sums (see ``evaluator/``).
 
 Example:
     >>> from fairgames.rates.events import ERROR
