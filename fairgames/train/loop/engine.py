@@ -112,10 +112,10 @@ class Engine:
     def __init__(self, model: torch.nn.Module, copt: ConstrainedOptimizer, data: GameData, *,
                  steps: int, grad_clip: float | None = None,
                  # frozen dataclasses (.settings): immutable defaults
-                 batches: BatchSettings = BatchSettings(),  # noqa: B008
-                 logging: LogSettings = LogSettings(),  # noqa: B008
-                 snapshots: SnapshotSettings = SnapshotSettings(),  # noqa: B008
-                 checkpoints: CheckpointSettings = CheckpointSettings(),  # noqa: B008
+                 batches: BatchSettings = BatchSettings(),
+                 logging: LogSettings = LogSettings(),
+                 snapshots: SnapshotSettings = SnapshotSettings(),
+                 checkpoints: CheckpointSettings = CheckpointSettings(),
                  parallel: DataParallel | None = None, early_stop: Any = None) -> None:
         check_data(data, copt)
         train, heldout, protected = data.train, data.heldout, data.protected
