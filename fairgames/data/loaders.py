@@ -13,10 +13,11 @@ import pandas as pd
 import torch
 
 from .dataset import DatasetSplits, TabularDataset
+from .definitions import DatasetDef, Recipe
 from .errors import DataArgumentError, DataError
 from .noise import check_noise, flip_groups, true_attribute
 from .preprocess import encode
-from .registry import DATASETS, DatasetDef, Recipe
+from .registry import DATASETS
 from .sources import Resolution, Source, damaged_message, resolve
 from .splits import random_split
 

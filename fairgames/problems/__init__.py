@@ -18,8 +18,10 @@ from .catalog import available_problems, catalog_dir, documented_data_sets, load
 from .compiler import Environment, compile_constraint, compile_expression
 from .errors import ProblemError, ProblemSyntaxError
 from .functions import AGGREGATORS, FUNCTIONS, Function, known_functions
-from .language import free_names, parse, tokenize
+from .language import parse
 from .spec import BuiltProblem, ProblemSpec
+from .syntax import free_names
+from .tokens import tokenize
 
 __all__ = [
     "AGGREGATORS",

@@ -41,19 +41,8 @@ from fairgames.rates.thresholds import DEFAULT_GRID_SIZE
 
 from .errors import ProblemSyntaxError
 from .functions import AGGREGATORS, FUNCTIONS, Function, known_functions
-from .language import (
-    Binary,
-    Call,
-    Compare,
-    Comprehension,
-    ForAll,
-    Name,
-    Node,
-    Number,
-    String,
-    Unary,
-    parse,
-)
+from .language import parse
+from .syntax import Binary, Call, Compare, Comprehension, ForAll, Name, Node, Number, String, Unary
 
 Value = int | float | str | R.Expression
 GROUPS = "groups"

@@ -49,7 +49,8 @@ from fairgames.rates.thresholds import DEFAULT_GRID_SIZE
 from .compiler import Environment, compile_constraint, compile_expression
 from .errors import ProblemError
 from .functions import FUNCTIONS
-from .language import Call, String, called_functions, free_names, parse, walk
+from .language import parse
+from .syntax import Call, String, called_functions, free_names, walk
 
 TOLERANCE_KINDS = ("difference", "ratio", "bound", "none")
 UNCONSTRAINED_PREFIX = "unconstrained_"

@@ -25,7 +25,8 @@ from .config import (
     TrainerConfig,
     validate,
 )
-from .evaluation import SolutionEvaluator, batch_group_table, group_rates, group_table
+from .evaluation import SolutionEvaluator
+from .group_tables import batch_group_table, group_rates, group_table
 from .loop.checkpoint import (
     CheckpointError,
     CheckpointWarning,

@@ -40,10 +40,10 @@ from .config.family_game import family_algorithm
 from .config.resume import RESUME_FREE
 from .data import write_preprocessing
 from .deploy.load import write_run_record
-from .evaluation import statements
 from .loop.checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .loop.engine import ENGINE_FORMAT
 from .loop.parallel import DataParallel
+from .subsets import statements
 
 ModelFactory = Callable[[], torch.nn.Module]
 OptimizerFactory = Callable[..., torch.optim.Optimizer]

@@ -70,7 +70,6 @@ from .context import (
     read_checkpoint,
 )
 from .data import apply_recipe, load_splits, loaded_keys
-from .evaluation import require_training_subsets
 from .game import GameMethod
 from .helpers import model_options, resolve_output, train_helpers
 from .loop.engine import Engine
@@ -80,6 +79,7 @@ from .problem import compile_problem
 from .problem import evaluator as run_evaluator
 from .results.finish import evaluate_run, write_run
 from .results.report import clean_numbers
+from .subsets import require_training_subsets
 
 
 @dataclass

@@ -20,7 +20,7 @@ from fairgames.models import decision_threshold
 from fairgames.rates import Batch
 
 from ..data import predict_scores
-from ..evaluation import batch_group_table, parity_gaps
+from ..group_tables import batch_group_table, parity_gaps
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -50,7 +50,8 @@ from fairgames.game.solutions import StochasticModel
 
 from ..config import EARLY_STOP_DEFAULTS as DEFAULTS
 from ..data import predict_scores
-from ..evaluation import CellCounts, SolutionEvaluator
+from ..evaluation import SolutionEvaluator
+from ..hard_predictions import CellCounts
 from .recommend import choose
 from .solutions import constraint_rows
 

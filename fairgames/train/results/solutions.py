@@ -38,8 +38,9 @@ from fairgames.game.solutions import StochasticModel, best_iterate, shrink_lp
 
 from ..config import TrainerConfig
 from ..data import predict_scores
-from ..evaluation import SolutionEvaluator, empty_subsets
+from ..evaluation import SolutionEvaluator
 from ..loop.engine import Engine
+from ..subsets import empty_subsets
 
 ExactMixture = Callable[[torch.Tensor], tuple[float, list[float]]]
 
