@@ -147,8 +147,7 @@ class CapturedStep:
         copt = self.copt
         # The batch's layout is recomputed inside the graph, so data copied into the same
         # tensors is seen by every replay.
-        copt.evaluator._layout_cache = None
-        copt.evaluator._column_view_cache.clear()
+        copt.evaluator.forget_layout()
         self._counter.fill_(copt.steps)
         copt._step_counter = self._counter
         try:

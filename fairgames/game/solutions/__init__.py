@@ -6,14 +6,8 @@ This package is the entry point; the parts live in :mod:`.snapshots` (recording 
 split), :mod:`.lp` (choosing among them: best iterate, the LP mixture) and :mod:`.files`
 (saving and loading a solution).
 
-A saved solution is one ``torch.save`` file holding plain tensors and metadata, loaded with
-``weights_only=True`` (no pickled code)::
-
-    {"format": "fairgames.solution", "version": 1, "kind": "stochastic" | "deterministic",
-     "names": [...], "members": {name: [R, *shape]}, "weights": [R], "steps": [...] | None,
-     "metadata": {...}}
-
-A deterministic solution is one member (``R = 1``) and loads as a plain module.
+A saved solution is one ``torch.save`` file of plain tensors and metadata (its layout:
+:mod:`.files`).
 
 Example:
     >>> import io, torch

@@ -48,6 +48,11 @@ class Layouts:
         self.scratch: dict[tuple, torch.Tensor] = {}
         self.views: dict[tuple, tuple] = {}
 
+    def forget(self) -> None:
+        """Drop the cached layout and column views: the next pass computes them anew."""
+        self.cache = None
+        self.views.clear()
+
     def layout(self, plan: _Plan, batch: Batch) -> _Layout:
         """The batch's :class:`_Layout`, cached while its factor tensors and weights are the
         same objects at the same version (a full-batch loop computes it once)."""

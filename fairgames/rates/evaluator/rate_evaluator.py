@@ -21,7 +21,7 @@ from .columns import Columns
 from .compile import compile_plan, register
 from .estimates import RunningEstimates
 from .fused import FusedRunner, Reduce, _FusedBound, _FusedPass, _takes_fused_pass
-from .layout import Constants, Layouts, _Layout
+from .layout import Constants, Layouts
 from .leaf_values import LeafValues
 from .plan import _Plan
 from .whole_split import exact_values, split_sums, values_of_sums
@@ -117,19 +117,11 @@ class RateEvaluator(torch.nn.Module):
     def denominator(self, value: str) -> None:
         self._running.denominator = value
 
-    @property
-    def _layout_cache(self) -> _Layout | None:
-        """The fused pass's cached layout (a recorded step sets it to None first)."""
-        return self._layouts.cache
-
-    @_layout_cache.setter
-    def _layout_cache(self, value: _Layout | None) -> None:
-        self._layouts.cache = value
-
-    @property
-    def _column_view_cache(self) -> dict[tuple, tuple]:
-        """The fused pass's column views (a recorded step clears them first)."""
-        return self._layouts.views
+    def forget_layout(self) -> None:
+        """Forget the fused pass's cached batch layout and column views, so that the next pass
+        recomputes them from the batch (a recorded step does, to see data copied into the
+        same tensors on every replay)."""
+        self._layouts.forget()
 
     # ------------------------------------------------------------------ compile
     def _plan(self, batch: Batch) -> _Plan:
