@@ -47,7 +47,7 @@ FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 COMMAND_START = re.compile(r"^(python|torchrun|pip|make|cd|tensorboard|bash|sh)\b")
 # After the page's overrides: a seconds-long run on the CPU install (configs/trainer/smoke.yaml's
 # spirit, but as values: a page's own trainer.* overrides stay composed, these replace them).
-SMOKE = {"trainer.steps": 3, "trainer.log_every": 1, "trainer.snapshot_every": 1,
+SMOKE = {"trainer.steps": 3, "trainer.log_every": 3, "trainer.snapshot_every": 1,
          "trainer.checkpoint_every": 3, "trainer.progress": False, "trainer.plots": False,
          "trainer.bootstrap": 0, "trainer.device": "cpu"}
 
@@ -167,11 +167,10 @@ def train_smoke(args: list[str], run_dir: Path) -> None:
     load_families(from_argv(args))
     multirun = any(a in ("-m", "--multirun") for a in args)
     args = [a for a in args if a not in ("-m", "--multirun") and not a.startswith("hydra")]
-    jobs = _jobs(args) if multirun else [args]
-    if not multirun and _compose(args).trainer.tune is not None:
-        sweep = sweep_overrides(args, grid(_compose(args)), run_dir / "sweep")
-        jobs = _jobs([a for a in sweep if not a.startswith("hydra")])
-    configs = [_compose(job) for job in jobs]
+    configs = [_compose(job) for job in (_jobs(args) if multirun else [args])]
+    if not multirun and configs[0].trainer.tune is not None:   # the sweep the tuner launches
+        sweep = sweep_overrides(args, grid(configs[0]), run_dir / "sweep")
+        configs = [_compose(job) for job in _jobs([a for a in sweep if not a.startswith("hydra")])]
     for cfg in configs:
         validate(cfg)
     cfg = configs[0]
