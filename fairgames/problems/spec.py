@@ -144,7 +144,7 @@ class ProblemSpec:
             for this problem (``"logistic"``: the cross-entropy for an error objective), where
             the run leaves ``algorithm.objective_surrogate`` null and the algorithm's θ trains
             on surrogates; ``None``: the constraints' own. A measured recommendation
-            (docs/solved_by_default.md), not part of the problem's meaning.
+            (benchmarks/results/solved_by_default.discussion.md), not part of the problem's meaning.
 
     Example:
         >>> spec = ProblemSpec("dp", "error()",

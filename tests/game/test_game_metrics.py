@@ -175,7 +175,7 @@ def test_algorithm3_preset_halves_the_fmeasure_parity_violation(synthetic, helpe
     violation of the unconstrained model by more than half. Measured: violation 0.211 → 0.043
     at F1 0.711 → 0.287 — on this data it trades F1 for parity like the proxy-Lagrangian above
     (the OGD slacks keep F1 0.587 only by leaving the violation at 0.147); on paper 000's
-    Table 4 data it is the better of the two (docs/reproduce_000.md)."""
+    Table 4 data it is the better of the two (benchmarks/results/reproduce_000.discussion.md)."""
     before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3")
     assert copt.terms.num_linear == 3 and copt.slacks is None
     assert before["f1_parity"] > 0.15

@@ -122,7 +122,7 @@ def test_a_problem_string_error_points_at_the_token(compose_cfg, tmp_path):
     # affine in the rates: the game settles by 500 full-batch steps
     ("equal_opportunity", 500), ("demographic_parity", 500), ("error", 500), ("churn", 500),
     ("neyman_pearson", 500),
-    # a ratio of rates or a ψ: 1 000 (docs/solved_by_default.md)
+    # a ratio of rates or a ψ: 1 000 (benchmarks/results/solved_by_default.discussion.md)
     ("fmeasure_parity", 1000), ("predictive_parity", 1000), ("fmeasure", 1000),
     ("kld", 1000), ("kld_error", 1000), ("gmean", 1000), ("hmean", 1000), ("qmean", 1000)])
 def test_null_steps_are_the_problem_familys_budget(problem, steps, compose_cfg):

@@ -82,7 +82,7 @@ def test_the_catalog_matrix_cell_is_solved_by_default(problem, data):
     likely infeasible), and its train objective is no worse than the better of the pre-issue
     code's final and stochastic models that met them (benchmarks/results/
     solved_by_default_before.json). A cell that misses fails here; the misses measured so far
-    are in docs/solved_by_default.md with their figures."""
+    are in benchmarks/results/solved_by_default.discussion.md with their figures."""
     import json
 
     bench = _bench()

@@ -40,7 +40,7 @@ def default_surrogate(objective: Expression | None, constraints: Iterable[Constr
     Where a ratio sits on one side only and the other is affine in the rates (an error
     objective, an error bound), the hinge's convexity drives the affine side well and the
     recommended LP mixture settles the rest: measured on the catalog
-    (``docs/solved_by_default.md``), the sigmoid lost there.
+    (``benchmarks/results/solved_by_default.discussion.md``), the sigmoid lost there.
 
     Example:
         >>> from fairgames.rates import error_rate, fmeasure, group, kld, true_positive_rate
@@ -124,7 +124,8 @@ def default_steps(objective: Expression | None, constraints: Iterable[Constraint
     """The step budget ``trainer.steps=null`` stands for: :data:`STEPS_AFFINE` when every
     statement is affine in the rates (equal opportunity, demographic parity, error, churn),
     else :data:`STEPS_NONLINEAR` (ratios of rates, ψ of rates: F-measure parity, predictive
-    parity, KLD, G-mean). Measured on the catalog (``docs/solved_by_default.md``): the affine
+    parity, KLD, G-mean). Measured on the catalog
+    (``benchmarks/results/solved_by_default.discussion.md``): the affine
     games have settled by 500 full-batch steps (1 000 move the objective by at most 0.001),
     the others gain up to 0.16 in their objective from 500 to 1 000.
 

@@ -46,7 +46,8 @@ class ProblemConfig:
     the paper-003 game the problem is, which ``algorithm=reduction`` plays.
     ``objective_surrogate`` is the θ surrogate of the objective this problem defaults to
     where ``algorithm.objective_surrogate`` is null (demographic parity: ``logistic``,
-    measured in docs/solved_by_default.md); null: the constraints' surrogate.
+    measured in benchmarks/results/solved_by_default.discussion.md); null: the constraints'
+    surrogate.
 
     Example:
         >>> pc = ProblemConfig(name="f1", objective="1 - fmeasure()")
