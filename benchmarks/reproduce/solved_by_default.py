@@ -17,9 +17,9 @@ recorded too).
 
 Usage::
 
-    python benchmarks/solved_by_default.py                   # the whole matrix → results/
-    python benchmarks/solved_by_default.py --cells fmeasure_parity:adult --steps 200
-    python benchmarks/solved_by_default.py \
+    python -m benchmarks.reproduce.solved_by_default                   # the whole matrix → results/
+    python -m benchmarks.reproduce.solved_by_default --cells fmeasure_parity:adult --steps 200
+    python -m benchmarks.reproduce.solved_by_default \
         --reference benchmarks/results/solved_by_default_before.json --markdown table.md
 
 Example (the cells of one problem):
@@ -39,7 +39,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness.results import write
+
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "solved_by_default.json"
 TRAIN_TOLERANCE = 0.005     # the acceptance's bound on the recommended solution's train violation
 # "No worse" up to 1e-4 of objective, about 3 examples of Adult's 30k training rows: a reference
@@ -190,6 +192,11 @@ def markdown(cells: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The summary of a committed ``solved_by_default*.json``: its matrix (``path``: unused)."""
+    return markdown(result["cells"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", nargs="*", help="problem:data pairs (default: the whole matrix)")
@@ -223,8 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     + " final and stochastic models that meet the constraints on train"},
            "overrides": extra, "reference": str(args.reference) if args.reference else None,
            "passed": all(r["judged"]["passed"] for r in rows), "cells": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    write(args.out, out, markdown=table, indent=1, newline=True)
     if args.markdown is not None:
         args.markdown.write_text(table)
     return 0

@@ -1,10 +1,11 @@
 """Where paper 000's COCO column differs from ours: COCO's path over λ rates and rounds.
 
-Table 3's COCO column (``benchmarks/reproduce_000.py``) runs :class:`fairgames.baselines.COCO`
-for 200 rounds with a λ rate chosen on validation from {1, 5, 20}. This script asks whether a
-different number of rounds or λ rate would give the paper's COCO numbers: on each data set and
-split it refits the same COCO (the same logistic η, the same bound 1.1 × UncError's training
-error, read from the committed Table 3 cells) over a grid of λ rates × rounds and reports
+Table 3's COCO column (:mod:`benchmarks.reproduce.reproduce_000`) runs
+:class:`fairgames.baselines.COCO` for 200 rounds with a λ rate chosen on validation from {1, 5,
+20}. This script asks whether a different number of rounds or λ rate would give the paper's
+COCO numbers: on each data set and split it refits the same COCO (the same logistic η, the same
+bound 1.1 × UncError's training error, read from the committed Table 3 cells) over a grid of λ
+rates × rounds and reports
 
 * the plug-in classifier ``η > 1/2``, COCO's first iterate (and the limit of its path when the
   error bound holds λ up);
@@ -19,25 +20,24 @@ error, read from the committed Table 3 cells) over a grid of λ rates × rounds 
 There is no goal; the tables back the COCO paragraph of ``docs/reproduce_000.md``. Run by
 hand (not in CI), after the Table 3 cells exist::
 
-    python benchmarks/coco_trace_000.py                 # → results/coco_trace_000.{md,json}
-    python benchmarks/coco_trace_000.py --quick         # seconds; coco_trace_000.quick.*
-    python benchmarks/coco_trace_000.py --datasets compas --splits 1 --rounds 5 20 --out /tmp/x
+    python -m benchmarks.reproduce.coco_trace_000  # → results/coco_trace_000.{md,json}
+    python -m benchmarks.reproduce.coco_trace_000 --quick         # seconds; coco_trace_000.quick.*
+    python -m benchmarks.reproduce.coco_trace_000 --datasets compas --splits 1 --rounds 5 20 \\
+        --out /tmp/x
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import reproduce_000 as rep  # noqa: E402  (the Table 3 cells' protocol and helpers)
-from cell_archive import CellStore  # noqa: E402
+from benchmarks.harness.cells import CellStore
+from benchmarks.harness.children import launch_task
+from benchmarks.harness.results import write
+from benchmarks.reproduce import reproduce_000 as rep  # the Table 3 cells' protocol, helpers
 
 LRS = (1.0, 5.0, 20.0, 100.0)
 ROUNDS = (5, 20, 50, 200, 1000)
@@ -50,12 +50,12 @@ _STORES: dict[str, CellStore] = {}
 
 
 def committed_cell(cells_dir: Path, name: str) -> dict[str, Any]:
-    """The saved Table 3 cell ``name`` of ``cells_dir`` (its archives, ``cell_archive``)."""
+    """The saved Table 3 cell ``name`` of ``cells_dir`` (its archives)."""
     store = _STORES.setdefault(str(cells_dir), CellStore(cells_dir))   # read archives once
     record = store.get(name)
     if record is None:
         raise SystemExit(f"missing Table 3 cell {name} in {cells_dir}: run "
-                         "benchmarks/reproduce_000.py first (or pass --cells)")
+                         "python -m benchmarks.reproduce.reproduce_000 first (or pass --cells)")
     return record
 
 
@@ -187,6 +187,12 @@ def chosen(result: dict[str, Any], rounds: int, lrs: list[float]) -> dict[str, f
                                [[p["validation_gap"]] for p in points])]
 
 
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The summary of a committed ``coco_trace_000*.json``: its tables (``path``: unused)."""
+    c = result["config"]
+    return tabulate(result["results"], c["lrs"], c["rounds"]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from fairgames.train.sweeps.launch import add_launcher_arguments
 
@@ -237,20 +243,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:                    # one Hydra multirun (fairgames.train.sweeps.launch)
         from fairgames.train.sweeps.launch import launch
 
-        results = launch(f"{Path(__file__).resolve()}:trace_split", jobs,
+        results = launch(launch_task("benchmarks.reproduce.coco_trace_000", "trace_split"), jobs,
                          a.work_dir / "launch", a.launcher, a.jobs)
     for r in results:
         print(f"{r['dataset']} split {r['split']}: {r['wall_s']:.0f}s", flush=True)
     md = tabulate(results, a.lrs, a.rounds)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{stem}.md").write_text(md + "\n")
     cells = a.cells.resolve()
     payload = {"config": {"datasets": a.datasets, "splits": a.splits, "lrs": a.lrs,
                           "rounds": a.rounds, "plugin_l2s": a.plugin_l2s,
                           "cells": str(cells.relative_to(rep.ROOT)
                                        if cells.is_relative_to(rep.ROOT) else cells)},
                "results": results}
-    (a.out / f"{stem}.json").write_text(json.dumps(payload, indent=1))
+    write(a.out / f"{stem}.json", payload, markdown=md + "\n", indent=1)
     print(md)
     return payload
 

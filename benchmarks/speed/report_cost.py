@@ -16,24 +16,23 @@ unpacked), alternating with this one: the before/after columns.
 
 Usage::
 
-    python benchmarks/report_cost.py --before /tmp/base    # → results/report_cost.json
-    python benchmarks/report_cost.py --quick               # 120 groups; writes nothing
+    python -m benchmarks.speed.report_cost --before /tmp/base    # → results/report_cost.json
+    python -m benchmarks.speed.report_cost --quick               # 120 groups; writes nothing
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results" / "report_cost.json"
+from benchmarks.harness.children import run_on_tree
+from benchmarks.harness.results import command, write
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "report_cost.json"
 SHORT = ["trainer=smoke", "trainer.steps=4", "trainer.log_every=4", "trainer.snapshot_every=2",
          "trainer.bootstrap=0", "trainer.checkpoint_every=0", "trainer.plots=false",
          "trainer.tensorboard=false", "problem=equal_opportunity"]
@@ -95,13 +94,8 @@ def case(path: Path, run_dir: Path) -> dict[str, float]:
 
 def spawn(tree: Path, path: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--case",
-                              str(path), str(Path(tmp) / "run")], env=env, cwd=tree,
-                             capture_output=True, text=True, check=False)
-    if out.returncode:
-        raise RuntimeError(f"the case failed on {tree}:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        return run_on_tree("benchmarks.speed.report_cost", ["--case", str(path),
+                           str(Path(tmp) / "run")], tree, cwd=tree)
 
 
 def main() -> None:
@@ -129,7 +123,7 @@ def main() -> None:
     out = {"groups": a * b, "constraints": a * b, "steps": 4, "runs": runs,
            "machine": "shared 2-core CPU, wall clock; other sessions running beside it"}
     if not args.quick:
-        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+        write(RESULTS, {"command": command(), **out}, newline=True)
         print(f"wrote {RESULTS}")
 
 

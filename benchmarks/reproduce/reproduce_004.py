@@ -34,15 +34,16 @@ the standard error. Also read from ``results.json``: the noisy-group maximum vio
 exact robust worst cases (TV ball, soft assignments).
 
 Each cell (data set, method, noise, split; key ``<data>_<method>_<noise>_<split>``) is kept in
-``results/<tag>.cells/`` (``benchmarks/cell_archive.py``: compressed JSON Lines archives, one
+``results/<tag>.cells/`` (``benchmarks/harness/cells.py``: compressed JSON Lines archives, one
 per run, and the pending cells of a run not yet packed); a rerun skips the cells there
 (resumable). Run by hand::
 
-    python benchmarks/reproduce_004.py --quick     # 1 split, noise 0.1 and 0.4
-    python benchmarks/reproduce_004.py --jobs 2    # 10 splits, noise 0.1 … 0.5
-    python benchmarks/reproduce_004.py --launcher submitit_slurm --jobs 64 \\
+    python -m benchmarks.reproduce.reproduce_004 --quick     # 1 split, noise 0.1 and 0.4
+    python -m benchmarks.reproduce.reproduce_004 --jobs 2    # 10 splits, noise 0.1 … 0.5
+    python -m benchmarks.reproduce.reproduce_004 --launcher submitit_slurm --jobs 64 \\
         --launcher-override hydra.launcher.partition=cpu      # the same on a cluster
-    python benchmarks/reproduce_004.py --splits 1 --tag reproduce_004.split0   # 1 split, all noise
+    # 1 split, all noise levels
+    python -m benchmarks.reproduce.reproduce_004 --splits 1 --tag reproduce_004.split0
 
 Example:
     >>> PAPER[("credit", "sa", 0.3)]
@@ -54,9 +55,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -67,13 +66,13 @@ from typing import Any
 import numpy as np
 import torch
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.harness.cells import CellStore, write_pending
+from benchmarks.harness.children import launch_task
+from benchmarks.harness.results import write
+
+HERE = Path(__file__).resolve().parents[1]     # benchmarks/
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-if str(HERE) not in sys.path:     # imported by file path (tests, launcher jobs)
-    sys.path.insert(0, str(HERE))
-
-from cell_archive import CellStore, write_pending  # noqa: E402
 
 NOISE = (0.1, 0.2, 0.3, 0.4, 0.5)
 METHODS = ("unconstrained", "true_group", "naive", "dro", "dro_authors", "sa")
@@ -169,8 +168,8 @@ def run_cell(data: str, method: str, noise: float | None, split: int, steps: int
     the first rule; the others choose among the same snapshots afterwards
     (:func:`reselect`), as the library would have."""
     from omegaconf import OmegaConf
-    from solved_by_default import compose
 
+    from benchmarks.reproduce.solved_by_default import compose
     from fairgames.train import run
     from fairgames.train.data import load_splits
 
@@ -223,8 +222,8 @@ def tuned_cell(data: str, method: str, noise: float | None, split: int, steps: i
     import itertools
 
     from omegaconf import OmegaConf
-    from solved_by_default import compose
 
+    from benchmarks.reproduce.solved_by_default import compose
     from fairgames.train import run
     from fairgames.train.config import tune_step_keys
     from fairgames.train.data import load_splits
@@ -331,8 +330,8 @@ def split_rows(splits: Any) -> dict[str, int]:
 def expected_rows(data: str, split: int) -> dict[str, int]:
     """The split sizes this script's overrides give (the noise leaves them alone)."""
     from omegaconf import OmegaConf
-    from solved_by_default import compose
 
+    from benchmarks.reproduce.solved_by_default import compose
     from fairgames.train.data import load_splits
 
     cfg = compose(overrides(data, "unconstrained", None, split, 1))
@@ -479,6 +478,12 @@ def figure(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The summary of a committed ``reproduce_004*.json``: :func:`markdown` of it (``path``:
+    unused, the report's signature)."""
+    return markdown(result)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from fairgames.train.sweeps.launch import add_launcher_arguments
 
@@ -568,8 +573,8 @@ def run_jobs(todo: Sequence[dict[str, Any]], launcher: str, jobs: int,
 
     print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a time",
           flush=True)
-    for lines in launch(f"{Path(__file__).resolve()}:save_cell", list(todo), work_dir,
-                        launcher, jobs, launcher_overrides):
+    task = launch_task("benchmarks.reproduce.reproduce_004", "save_cell")
+    for lines in launch(task, list(todo), work_dir, launcher, jobs, launcher_overrides):
         print("\n".join(lines), flush=True)
 
 
@@ -581,8 +586,7 @@ def write_summary(cells: Sequence[dict[str, Any]], steps: int, tag: str) -> None
         {"data": d, "method": m, "noise": n,
          "ours": aggregate([c for c in cells if (c["data"], c["method"], c["noise"]) == (d, m, n)])}
         for d, m, n in keys]}
-    (RESULTS / f"{tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (RESULTS / f"{tag}.md").write_text(markdown(summary))
+    write(RESULTS / f"{tag}.json", summary, markdown=markdown(summary), indent=1, newline=True)
     figure(summary, RESULTS / f"{tag}.png")
     print(f"## {tag}\n" + markdown(summary))
 

@@ -62,15 +62,14 @@ form) ≤ 0 on every seed; its wall-clock fit time ≤ 1/10 of EG's (stretch 1/2
 
 Usage::
 
-    python benchmarks/time_to_quality.py           # full run → results/time_to_quality.json
-    python benchmarks/time_to_quality.py --quick   # smoke run (1 seed, short fits); writes
+    python -m benchmarks.speed.time_to_quality           # full run → results/time_to_quality.json
+    python -m benchmarks.speed.time_to_quality --quick   # smoke run (1 seed, short fits); writes
                                                    # nothing unless --out is given
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -85,11 +84,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
+from benchmarks.harness.machine import Stopwatch, machine
+from benchmarks.harness.results import command, write
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results" / "time_to_quality.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "time_to_quality.json"
 TOLERANCE = 0.02                     # EG's difference_bound, and fairgames' matched tolerance
 PROBLEMS = {"equal_opportunity": "tpr", "demographic_parity": "ppr"}
 SEEDS = (0, 1, 2, 3, 4)
@@ -218,18 +217,6 @@ def splits_in_memory(splits: Any) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- methods
-class Timer:
-    """Wall-clock and process CPU seconds of a ``with`` block."""
-
-    def __enter__(self) -> Timer:
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.wall = time.perf_counter() - self.wall
-        self.cpu = time.process_time() - self.cpu
-
-
 def run_fairgames(problem: str, seed: int, splits: Any, overrides: list[str]
                   ) -> dict[str, Any]:
     """fairgames' CLI job in-process; the deployable solution's expected predictions."""
@@ -237,7 +224,7 @@ def run_fairgames(problem: str, seed: int, splits: Any, overrides: list[str]
 
     cfg = compose([f"problem={problem}", f"seed={seed}", "trainer.progress=false",
                    *overrides])
-    with splits_in_memory(splits), Timer() as clock:
+    with splits_in_memory(splits), Stopwatch() as clock:
         result = run(cfg)
     solutions = result.extras["solutions"]
     name = "recommended" if "recommended" in solutions else "stochastic"
@@ -249,8 +236,8 @@ def run_fairgames(problem: str, seed: int, splits: Any, overrides: list[str]
     # bootstrap intervals and the verdict that follow report on it (results.json's
     # verdict.seconds) and are left out of fit_s, as EG's and cooper's scoring is
     reporting = float((result.results.get("verdict") or {}).get("seconds", 0.0))
-    return {"p": p.pop(name), "others": p, "wall_s": clock.wall, "cpu_s": clock.cpu,
-            "fit_s": clock.wall - reporting, "reporting_s": reporting,
+    return {"p": p.pop(name), "others": p, "wall_s": clock.wall_s, "cpu_s": clock.cpu_s,
+            "fit_s": clock.wall_s - reporting, "reporting_s": reporting,
             "solution": name, "tolerance": float(cfg.problem.tolerance),
             "steps": int(result.engine.step)}
 
@@ -281,12 +268,12 @@ def run_eg(problem: str, data: Mapping[str, tuple[np.ndarray, ...]], max_iter: i
     x, y, g = data["train"]
     eg = ExponentiatedGradient(LogisticRegression(), constraint(difference_bound=TOLERANCE),
                                max_iter=max_iter)
-    with warnings.catch_warnings(record=True) as caught, Timer() as clock:
+    with warnings.catch_warnings(record=True) as caught, Stopwatch() as clock:
         warnings.simplefilter("always")
         eg.fit(x, y, sensitive_features=g)
     # The randomised classifier's expected prediction (what `predict` samples from).
     p = {split: eg._pmf_predict(data[split][0])[:, 1] for split in ("train", "test")}
-    return {"p": p, "wall_s": clock.wall, "cpu_s": clock.cpu, "fit_s": clock.wall,
+    return {"p": p, "wall_s": clock.wall_s, "cpu_s": clock.cpu_s, "fit_s": clock.wall_s,
             "solution": "randomized",
             "tolerance": TOLERANCE, "oracle_calls": int(eg.n_oracle_calls_),
             "warnings": sorted({type(w.message).__name__ for w in caught})}
@@ -340,12 +327,12 @@ def run_cooper(problem: str, data: Mapping[str, tuple[np.ndarray, ...]], steps: 
     copt = cooper.optim.SimultaneousOptimizer(
         cmp=cmp, primal_optimizers=torch.optim.Adam(model.parameters(), lr=lr),
         dual_optimizers=torch.optim.SGD(cmp.dual_parameters(), lr=dual_lr, maximize=True))
-    with Timer() as clock:
+    with Stopwatch() as clock:
         for _ in range(steps):
             copt.roll()
     p = {split: deployed_proba(model, torch.from_numpy(data[split][0]))
          for split in ("train", "test")}
-    return {"p": p, "wall_s": clock.wall, "cpu_s": clock.cpu, "fit_s": clock.wall,
+    return {"p": p, "wall_s": clock.wall_s, "cpu_s": clock.cpu_s, "fit_s": clock.wall_s,
             "solution": "last_iterate", "tolerance": TOLERANCE, "steps": steps}
 
 
@@ -357,14 +344,14 @@ def run_plain(data: Mapping[str, tuple[np.ndarray, ...]], steps: int, lr: float,
     torch.manual_seed(seed)
     model = torch.nn.Linear(x.shape[1], 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    with Timer() as clock:
+    with Stopwatch() as clock:
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
             F.binary_cross_entropy_with_logits(model(x)[:, 0], y).backward()
             opt.step()
     p = {split: deployed_proba(model, torch.from_numpy(data[split][0]))
          for split in ("train", "test")}
-    return {"p": p, "wall_s": clock.wall, "cpu_s": clock.cpu, "fit_s": clock.wall,
+    return {"p": p, "wall_s": clock.wall_s, "cpu_s": clock.cpu_s, "fit_s": clock.wall_s,
             "solution": "last_iterate", "tolerance": TOLERANCE, "steps": steps}
 
 
@@ -386,7 +373,7 @@ def fitters(problem: str, seed: int, splits: Any, quick: bool
     cfg = compose([f"problem={problem}"])
     if cfg.trainer.epochs is not None:   # cooper's step count is fairgames' (full batch)
         raise SystemExit("the CLI's default trainer counts epochs, not steps: give cooper's "
-                         "step count in benchmarks/time_to_quality.py (fitters)")
+                         "step count in benchmarks/speed/time_to_quality.py (fitters)")
     protected = splits.metadata["protected"]    # data.protected null: the recipe's (sex)
     steps = 100 if quick else default_steps_of(problem, splits, protected, cfg.trainer.steps)
     short = [f"trainer.steps={steps}"] if quick else []
@@ -564,8 +551,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out is None:
         print("quick run: results not written (give --out to keep them)")
         return result
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    result = {"command": command(argv), **result}
+    write(args.out, result)
     print(f"wrote {args.out}")
     return result
 

@@ -3,13 +3,13 @@
 Checks that the two ``<stem>.md`` tables are byte-identical and lists how the cells' records
 differ: cells only in one run, and per leaf name (``fmeasure``, ``error``, ...) how many
 values differ and by how much (largest relative difference). Cells are read with
-``cell_archive.CellStore``, which reads archives and the older loose ``<key>.json`` files
+``harness.cells.CellStore``, which reads archives and the older loose ``<key>.json`` files
 alike. Timings and run directories are not compared; ``--ignore`` adds keys (e.g.
 ``overrides``, which the pinned script records in full).
 
 Usage::
 
-    python benchmarks/compare_reproduce.py /tmp/old /tmp/new --stem reproduce_000.quick \
+    python -m benchmarks.reproduce.compare_reproduce /tmp/old /tmp/new --stem reproduce_000.quick \
         --ignore overrides --out benchmarks/results/reproduce_000_quick_compare.json
 """
 
@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from cell_archive import CellStore  # noqa: E402
+from benchmarks.harness.cells import CellStore
+from benchmarks.harness.results import command, write
 
 NOT_COMPARED = {"wall_s", "seconds", "run_dir"}
 
@@ -97,7 +95,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     if a.out:
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
+        write(a.out, {"command": command(), **result}, indent=1, newline=True)
         print(f"wrote {a.out}")
 
 

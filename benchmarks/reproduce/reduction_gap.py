@@ -12,16 +12,14 @@ bound on its suboptimality as a best response). The gap sides' tails are fitted 
 
 Usage::
 
-    python benchmarks/reduction_gap.py                        # → results/reduction_gap.json
-    python benchmarks/reduction_gap.py --oracle ls --out results/reduction_gap_ls.json
-    python benchmarks/reduction_gap.py --quick                # 300 iterations, writes nothing
+    python -m benchmarks.reproduce.reduction_gap  # → results/reduction_gap.json
+    python -m benchmarks.reproduce.reduction_gap --oracle ls --out results/reduction_gap_ls.json
+    python -m benchmarks.reproduce.reduction_gap --quick  # 300 iterations, writes nothing
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
+from benchmarks.reproduce import reproduce_003 as r003  # the quick cell's data and settings
 from fairgames.fair_regression import LeastSquaresOracle, ParityGame, RiskOracle, best_lambda
 from fairgames.fair_regression.discretize import lagrangian_costs
 from fairgames.fair_regression.expgrad import _Mixture
@@ -37,10 +38,7 @@ from fairgames.fair_regression.sample import Sample
 from fairgames.game.players.multipliers import ExponentiatedGradient
 from fairgames.rates.losses import as_loss
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import reproduce_003 as r003  # noqa: E402  (the quick cell's data and settings)
-from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def _game(eps: float, seed: int, oracle: str) -> tuple[ParityGame, Any, Sample]:
@@ -150,9 +148,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "oracle": args.oracle, "eta": args.eta, **r003.REDUCTION},
            "iterations": iterations, "machine": machine(torch.device("cpu"), 1),
            "rows": rows, "fits": fits}
-    path = args.out or (None if args.quick else HERE / "results" / "reduction_gap.json")
+    path = args.out or (None if args.quick else RESULTS / "reduction_gap.json")
     if path is not None:
-        path.write_text(json.dumps(out, indent=1))
+        write(path, {"command": command(argv), **out}, indent=1)
     return out
 
 

@@ -1,4 +1,4 @@
-"""``benchmarks/cell_archive.py``: immutable JSON Lines + gzip archives of benchmark cells."""
+"""``benchmarks/harness/cells.py``: immutable JSON Lines + gzip archives of benchmark cells."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-from script_loader import load_script
+
+from benchmarks.harness import cells
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def ca():
-    return load_script(ROOT / "benchmarks" / "cell_archive.py")
+    return cells
 
 
 RECORDS = {"unc_law_s0_th0.1": {"cell": {"kind": "unc"}, "x": 0.1 + 0.2, "nan": float("inf"),

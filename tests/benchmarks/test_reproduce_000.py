@@ -7,14 +7,15 @@ import math
 from pathlib import Path
 
 import pytest
-from script_loader import load_script
+
+from benchmarks.reproduce import reproduce_000
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def rep():
-    return load_script(ROOT / "benchmarks" / "reproduce_000.py")
+    return reproduce_000
 
 
 def test_cell_keys_are_unique(rep):
@@ -458,7 +459,7 @@ def test_a_rerun_skips_archived_cells_and_archives_only_its_own(rep, tmp_path, m
     assert ran[2:] == ["unc_law_s0_th0.01"]
     first_now, second = rep.CellStore(args["cells_dir"]).archives()
     assert first_now == first and first.read_bytes() == before
-    from cell_archive import read_archive  # benchmarks/ is on the path with rep
+    from benchmarks.harness.cells import read_archive
 
     assert set(read_archive(second)) == {"unc_law_s0_th0.01"}
     assert not list((tmp_path / "cells" / "pending").glob("*"))

@@ -19,33 +19,29 @@ and at most 1.2x the plain step on the MLP at K = 8.
 
 Usage::
 
-    python benchmarks/step_overhead.py --device cpu   # full table → results/step_overhead.json
-    python benchmarks/step_overhead.py --device cuda  # → results/step_overhead_cuda.json
-    python benchmarks/step_overhead.py --quick    # smoke run (K ∈ {2, 8}, few steps); writes
+    python -m benchmarks.speed.step_overhead --device cpu  # full table → results/step_overhead.json
+    python -m benchmarks.speed.step_overhead --device cuda  # → results/step_overhead_cuda.json
+    python -m benchmarks.speed.step_overhead --quick    # smoke run (K ∈ {2, 8}, few steps); writes
                                                   # nothing unless --out is given
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks.harness.blocks import timed
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
+from benchmarks.speed.compare_trees import count_ops
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import Batch, group, true_positive_rate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_trees import CLOCKS, count_ops  # noqa: E402
-from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
-
-RESULTS = Path(__file__).resolve().parent / "results" / "step_overhead.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "step_overhead.json"
 COOPER_REFERENCE_RATIO = 1.60 / 0.59      # issue 5: cooper 1.60 ms vs plain 0.59 ms
 FEATURES, BATCH = 100, 1024
 
@@ -77,41 +73,10 @@ def make_problem(k: int, names: list[str]) -> Problem:
     return Problem(None, cons, loss=bce)
 
 
-def timed(columns: dict[str, Callable[[], None]], device: torch.device, steps: int,
-          repeats: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median over ``repeats`` blocks of the mean time per step (ms) of each column. The
-    columns' blocks are interleaved (round r times every column's r-th block), so a slow
-    phase of a shared machine weighs on every column alike instead of on one; each block
-    starts with a few untimed steps, so that it is not charged for the caches the previous
-    column's block left cold. ``clock``: wall time by default; ``time.process_time`` counts
-    only the CPU time of this process (one thread, CPU device), blind to the time other
-    processes of a shared machine take from it."""
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    for step in columns.values():
-        for _ in range(max(5, steps // 5)):
-            step()
-    sync()
-    blocks: dict[str, list[float]] = {name: [] for name in columns}
-    for _ in range(repeats):
-        for name, step in columns.items():
-            for _ in range(max(3, steps // 10)):
-                step()
-            sync()
-            t0 = clock()
-            for _ in range(steps):
-                step()
-            sync()
-            blocks[name].append((clock() - t0) / steps * 1e3)
-    return {name: statistics.median(b) for name, b in blocks.items()}
-
-
 def bench_case(kind: str, k: int, device: torch.device, steps: int, repeats: int,
                with_baselines: bool, captured: bool = True) -> dict[str, float | str | None]:
     steps_of, cooper = make_columns(kind, k, device, with_baselines, captured)
-    out: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats))
+    out: dict[str, float | str | None] = dict(timed(steps_of, steps, repeats, device=device))
     if cooper is not None:
         out["cooper"] = cooper
     return out
@@ -397,8 +362,8 @@ def main() -> None:
     for kind in ("linear", "mlp"):
         for k in ks:
             steps_of, why = make_columns(kind, k, device, kind == "linear", captured=True)
-            r: dict[str, float | str | None] = dict(timed(steps_of, device, steps, repeats,
-                                                          CLOCKS[args.clock]))
+            r: dict[str, float | str | None] = dict(timed(steps_of, steps, repeats, args.clock,
+                                                          device))
             if why is not None:
                 r["cooper"] = why
             if kind == "linear" and k == 2 and device.type == "cpu":
@@ -480,8 +445,7 @@ def main() -> None:
     if args.out is None:
         print("quick run: results not written (give --out to keep them)")
         return
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write(args.out, {"command": command(), **result})
     print(f"wrote {args.out}")
 
 

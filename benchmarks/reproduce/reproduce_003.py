@@ -27,7 +27,7 @@ is the lower convex envelope of its points on train (``sweep.lower_envelope``, t
 protocol: select on train), then read on test.
 
 Each cell (data set, seed, method, ε̂) is one record of the cell store
-``results/reproduce_003[.quick].cells/`` (``benchmarks/cell_archive.py``: compressed JSON Lines
+``results/reproduce_003[.quick].cells/`` (``benchmarks/harness/cells.py``: compressed JSON Lines
 archives, one per run, and the pending cells of a run not yet packed); a rerun skips the
 cells already there (resumable).
 Cells that cannot run (FC while ``FairClassification`` is missing) are reported as not run and
@@ -37,12 +37,12 @@ not saved, so a later rerun runs them. The cells run as jobs of a Hydra launcher
 ``inline``: this process; :mod:`fairgames.train.sweeps.launch`), each job saving its own cell. Run
 by hand, not in CI::
 
-    python benchmarks/reproduce_003.py --quick              # minutes: *.quick.{json,md,png}
-    python benchmarks/reproduce_003.py --jobs 2             # the paper's protocol: cells of 7.2 h
+    python -m benchmarks.reproduce.reproduce_003 --quick  # minutes: *.quick.{json,md,png}
+    python -m benchmarks.reproduce.reproduce_003 --jobs 2  # the paper's protocol: cells of 7.2 h
                                                             # of one thread, ≥ 3.6 h on 2 cores
-    python benchmarks/reproduce_003.py --report-only        # the report from the stored cells
-    python benchmarks/reproduce_003.py --only law2k,crime   # some data sets
-    python benchmarks/reproduce_003.py --launcher submitit_slurm --jobs 64 \\
+    python -m benchmarks.reproduce.reproduce_003 --report-only  # the report from the stored cells
+    python -m benchmarks.reproduce.reproduce_003 --only law2k,crime   # some data sets
+    python -m benchmarks.reproduce.reproduce_003 --launcher submitit_slurm --jobs 64 \\
         --launcher-override hydra.launcher.partition=cpu   # on a cluster
 
 Example (the paper's matrix):
@@ -56,7 +56,6 @@ import argparse
 import functools
 import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -67,13 +66,13 @@ from typing import Any
 import numpy as np
 import torch
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.harness.cells import CellStore, write_pending
+from benchmarks.harness.children import launch_task
+from benchmarks.harness.results import write
+
+HERE = Path(__file__).resolve().parents[1]     # benchmarks/
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-if str(HERE) not in sys.path:     # imported by file path (tests, launcher jobs)
-    sys.path.insert(0, str(HERE))
-
-from cell_archive import CellStore, write_pending  # noqa: E402
 
 GRID_SIZE = 40            # the paper's N (§6)
 # FC's trade-offs: the paper's code grids λ over linspace(−0.5, 0.5, 5); this grid holds those
@@ -595,8 +594,8 @@ def run_cell(cell: dict[str, Any], mode: str) -> dict[str, Any]:
 
 def save_cell(cell: dict[str, Any], store: Path, mode: str) -> tuple[str, str | None]:
     """Run one cell and save its record as a pending cell of the store in ``store``
-    (:func:`cell_archive.write_pending`, atomic); returns its status line and, for a cell
-    that cannot run here, why (nothing is saved then)."""
+    (:func:`~benchmarks.harness.cells.write_pending`: atomic); returns its status line and,
+    for a cell that cannot run here, why (nothing is saved then)."""
     try:
         record = run_cell(cell, mode)
     except NotRun as e:
@@ -615,12 +614,12 @@ def cell_job(payload: list[Any]) -> list[Any]:
 def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: str = "inline",
             jobs: int = 1, overrides: Sequence[str] = (), run: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run the cells not yet in the :class:`cell_archive.CellStore` in ``store`` (its
+    """Run the cells not yet in the :class:`benchmarks.harness.cells.CellStore` in ``store`` (its
     archives, pending and loose records) in this process (``inline``) or as jobs of a Hydra
     launcher (``joblib``, ``submitit_slurm``, ...: :mod:`fairgames.train.sweeps.launch`; its sweep
     under ``<store>.launch/``, not committed). Each cell is saved by its own job, so a killed
     run keeps the cells it finished; the new cells end in one compressed archive
-    (:meth:`~cell_archive.CellStore.pack`). ``run=False`` runs none: the records stored so
+    (:meth:`~benchmarks.harness.cells.CellStore.pack`). ``run=False``: none: the records stored so
     far, the others reported as not run yet. Returns (records, not run)."""
     cells_store = CellStore(store)
     why: dict[str, str] = {}
@@ -636,7 +635,7 @@ def run_all(cells: Sequence[dict[str, Any]], store: Path, mode: str, launcher: s
 
             print(f"running {len(todo)} cell(s) on the {launcher} launcher, {jobs} at a "
                   "time", flush=True)
-            results = launch(f"{Path(__file__).resolve()}:cell_job",
+            results = launch(launch_task("benchmarks.reproduce.reproduce_003", "cell_job"),
                              [[c, str(store), mode] for c in todo],
                              store.with_suffix(".launch"), launcher, jobs, overrides)
         else:
@@ -1223,6 +1222,15 @@ def full_run_estimate(records: Sequence[dict[str, Any]]) -> tuple[float, list[st
     return total, lines
 
 
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The summary of a committed ``reproduce_003*.json``: :func:`markdown` of it and of the
+    series of its cells (the archive ``<stem>.cells`` beside it; nothing runs)."""
+    cells = build_cells(result["datasets"], result["seeds"], result["quick"])
+    store = path.parent / f"{path.stem}.cells"
+    records, _ = run_all(cells, store, "quick" if result["quick"] else "full", run=False)
+    return markdown(result, series(records))
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from fairgames.train.sweeps.launch import add_launcher_arguments
 
@@ -1288,15 +1296,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     s = series(records)
     for split, fig in (("test", "fig1"), ("train", "fig2")):
         plot(s, datasets, seeds[0], a.out / f"{stem}.{fig}.png", split)
-    (a.out / f"{stem}.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     md = markdown(summary, s)
-    (a.out / f"{stem}.md").write_text(md)
-    # the quick run's report and the full protocol's are separate pages (one never overwrites
-    # the other); each is this script's output only (hand-written notes go in fair_regression.md)
-    default_doc = ROOT / "docs" / ("reproduce_003.md" if a.quick else "reproduce_003_full.md")
-    doc = a.markdown or (default_doc if a.out == RESULTS else None)
-    if doc is not None:
-        doc.write_text(md)
+    write(a.out / f"{stem}.json", summary, markdown=md, indent=1, newline=True)
+    if a.markdown is not None:
+        a.markdown.write_text(md)
     print(md)
     return summary
 

@@ -29,9 +29,9 @@ paired after/before ratio at most 1.05: 5 %, the timing noise of a shared 2-core
 
 Usage::
 
-    python benchmarks/many_constraints.py                       # → results/many_constraints.json
-    python benchmarks/many_constraints.py --before /tmp/base    # with the before columns
-    python benchmarks/many_constraints.py --quick               # small; writes nothing
+    python -m benchmarks.speed.many_constraints  # → results/many_constraints.json
+    python -m benchmarks.speed.many_constraints --before /tmp/base    # with the before columns
+    python -m benchmarks.speed.many_constraints --quick               # small; writes nothing
 """
 
 from __future__ import annotations
@@ -42,13 +42,16 @@ import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "many_constraints.json"
+from benchmarks.harness.blocks import timed
+from benchmarks.harness.children import run_on_tree
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "many_constraints.json"
 FEATURES = 100
 GOALS = {"step_ratio_k10000_over_k1": 3.0, "compile_s": 2.0, "peak_over_k1_mb": 64.0,
          "k1_after_over_before": 1.05}
@@ -58,9 +61,6 @@ def case(k: int, batch: int, preset: str, steps: int, repeats: int) -> dict[str,
     """One case, in this process: build, compile, time the steps, read the peak memory."""
     import torch
     import torch.nn.functional as F
-
-    sys.path.insert(0, str(HERE))
-    from step_overhead import timed  # the repo's interleaved-block timer
 
     from fairgames.game import ConstrainedOptimizer, Problem
     from fairgames.rates import Batch, group, true_positive_rate
@@ -98,7 +98,7 @@ def case(k: int, batch: int, preset: str, steps: int, repeats: int) -> dict[str,
     step()
     t2 = clock()
     # CPU time of this one-thread process: blind to the other processes of a shared machine
-    ms = timed({"game": step}, torch.device("cpu"), steps, repeats, clock=time.process_time)[
+    ms = timed({"game": step}, steps, repeats, clock="cpu")[
         "game"]
     return {"k": k, "build_s": t1 - t0, "compile_s": t2 - t1 - ms / 1e3, "step_ms": ms,
             "peak_mb": _peak_mb(), "peak_over_data_mb": _peak_mb() - data_rss,
@@ -129,7 +129,7 @@ def _cli_algorithm() -> tuple:
     from fairgames.game import get_preset
     from fairgames.train.config import AlgorithmConfig
 
-    with initialize_config_dir(config_dir=str(HERE.parent / "configs"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("train")
     algorithm = AlgorithmConfig.from_mapping(OmegaConf.to_container(cfg.algorithm))
     warnings.simplefilter("ignore")            # the LargeGameWarning: "played" records it
@@ -147,18 +147,13 @@ def _peak_mb() -> float:
 
 
 def _child(tree: Path, args: argparse.Namespace, k: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--case", str(k), "--batch",
-           str(args.batch), "--preset", args.preset, "--steps", str(args.steps),
-           "--repeats", str(args.repeats)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"case K={k} on {tree} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_on_tree("benchmarks.speed.many_constraints",
+                       ["--case", str(k), "--batch", str(args.batch), "--preset", args.preset,
+                        "--steps", str(args.steps), "--repeats", str(args.repeats)], tree)
 
 
 def run(args: argparse.Namespace) -> dict:
-    trees = {"after": HERE.parent}
+    trees = {"after": ROOT}
     if args.before:
         trees["before"] = Path(args.before).resolve()
     results: dict[str, dict[int, list[dict]]] = {t: {k: [] for k in args.ks} for t in trees}
@@ -236,9 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
         return out
     if args.quick:
         args.ks, args.batch, args.rounds, args.steps, args.repeats = [1, 100], 4096, 1, 5, 1
-    sys.path.insert(0, str(HERE))
     import torch
-    from rates_eval import machine  # the benchmarks' shared machine record
 
     result = {"problem": "min BCE s.t. TPR(g) >= TPR - 0.05 for each of K groups",
               "model": f"linear ({FEATURES} features)", "batch": args.batch,
@@ -249,8 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
               "machine": machine(torch.device("cpu"), 1), **run(args)}
     out = args.out if args.out is not None else (None if args.quick else RESULTS)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write(out, {"command": command(), **result}, newline=True)
     _print(result)
     return result
 

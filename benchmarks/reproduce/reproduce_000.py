@@ -34,16 +34,16 @@ UncError".
 
 Each (data set, split, method, learning rates) is a *cell*, saved in
 ``<results>/reproduce_000[.quick].cells/`` as immutable gzip JSON Lines archives
-(``benchmarks/cell_archive.py``): a run's workers write each finished cell to the folder's
+(``benchmarks/harness/cells.py``): a run's workers write each finished cell to the folder's
 ``pending/`` scratch, packed into one new archive when the run ends (or at the next start,
 after a kill); a rerun skips the cells already saved (resumable). The cells run as one Hydra
 multirun on ``--launcher`` (default ``joblib``, ``--jobs`` at a time, one torch thread each;
 ``submitit_slurm`` on a cluster, with ``--launcher-override hydra.launcher.partition=...``;
 ``inline`` runs them in this process; ``fairgames.train.sweeps.launch``). Run by hand, not in CI::
 
-    python benchmarks/reproduce_000.py --quick                  # minutes; *.quick.{md,json}
-    python benchmarks/reproduce_000.py                          # the paper's protocol (hours)
-    python benchmarks/reproduce_000.py --splits 3 --steps 2000 --theta-lrs 0.01 0.1 1 \
+    python -m benchmarks.reproduce.reproduce_000 --quick  # minutes; *.quick.{md,json}
+    python -m benchmarks.reproduce.reproduce_000  # the paper's protocol (hours)
+    python -m benchmarks.reproduce.reproduce_000 --splits 3 --steps 2000 --theta-lrs 0.01 0.1 1 \
         --lambda-lrs 0.01 0.1 1 --datasets compas crime         # a reduced protocol
 """
 
@@ -53,19 +53,19 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-if str(HERE) not in sys.path:     # imported by file path (tests), not run as a script
-    sys.path.insert(0, str(HERE))
+from benchmarks.harness.cells import CellStore, write_pending
+from benchmarks.harness.children import launch_task
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import write
 
-from cell_archive import CellStore, write_pending  # noqa: E402
+HERE = Path(__file__).resolve().parents[1]     # benchmarks/
+ROOT = HERE.parent
 
 CONFIGS = ROOT / "configs"
 RESULTS = HERE / "results"
@@ -84,7 +84,7 @@ DEFAULT_CONSTRAINT_FRACTION = 0.5
 # Every setting of an engine run that no cell varies, pinned as an override at the value the
 # committed cells were run with (then the defaults of configs/ and fairgames/train/config.py),
 # so that changing a default there cannot move these tables. The settings a cell or the CLI
-# varies are set in `overrides`; tests/baselines/test_reproduce_000.py checks that every key
+# varies are set in `overrides`; tests/benchmarks/test_reproduce_000.py checks that every key
 # of a composed cell's config is set by an override.
 PINNED = (
     "model.bias=true", "model.hidden=[64]", "model.activation=relu", "model.dropout=0.0",
@@ -410,7 +410,7 @@ def run_cells(cells: list[dict[str, Any]], args: dict[str, Any], jobs: int,
     else:
         from fairgames.train.sweeps.launch import launch
 
-        results = launch(f"{Path(__file__).resolve()}:_worker", todo,
+        results = launch(launch_task("benchmarks.reproduce.reproduce_000", "_worker"), todo,
                          Path(args["work_dir"]) / "launch", launcher, jobs, launcher_overrides)
     for key, msg in results:
         print(f"  {key}: {msg}", flush=True)
@@ -842,6 +842,83 @@ def summarise(per: dict[str, Any], args: dict[str, Any]) -> tuple[dict, dict, di
     return figures, units, goals, md
 
 
+def summary_text(protocol: dict[str, Any], md: list[str], goals: dict[str, Any],
+                 kinds_given: bool) -> str:
+    """The summary ``<stem>.md``: the protocol run, the tables (``md``) and the goals."""
+    p = protocol
+    wd = p.get("theta_weight_decay", 0.0)
+    cs = p.get("constraint_split", "train")
+    quick = " (QUICK smoke run: not the protocol)" if p["quick"] else ""
+    header = [f"# Paper 000 reproduction{quick}", "",
+              f"Protocol actually run: data sets {', '.join(p['datasets'])}; "
+              f"{p['splits']} random split(s) (seeds 0..{p['splits'] - 1}); "
+              f"{p['steps']} full-batch steps ({p['theta_optimizer'].split(',')[0]} for θ"
+              + (f" with weight decay {wd:g}" if wd else "")
+              + ", "
+              f"{p['lambda_optimizer']} for λ"
+              + (f", which plays on the {cs} split" if cs != "train" else "")
+              + "; snapshots "
+              f"compared on {p['selection_split']}); θ learning rates {p['theta_lrs']}, "
+              f"λ learning rates {p['lambda_lrs']}; ablation on "
+              f"{p['ablation_splits']} split(s)"
+              + (f"; only the kinds {', '.join(p['kinds'])}" if kinds_given else "")
+              + ("; every data set re-split at random (Adult not on adult.data / adult.test)"
+                 if p["data"][p["datasets"][0]]["split"] == "random" else "")
+              + ("; learning rates chosen by TFCO's rank rule over the whole grid"
+                 if p["grid_rule"] == "rank" else "")
+              + f". Cells done: {p['cells_done']} of "
+              f"{p['cells_planned']} planned (a missing cell shows —).",
+              "Generated by `benchmarks/reproduce_000.py`; discussion in "
+              "`docs/reproduce_000.md`.", ""]
+    goal_lines = ["### Goals", ""] + [
+        f"- {k}: {v['value']:.4g} (target {'≤ ' if not k.startswith('cells') else '= '}"
+        f"{v['target']:.4g}) — {'met' if v['met'] else 'NOT met'}" for k, v in goals.items()]
+    return "\n".join(header + md + goal_lines) + "\n"
+
+
+def protocol_argv(p: dict[str, Any]) -> list[str]:
+    """The command-line arguments of the run whose JSON ``config`` is ``p`` (an option that
+    a run's code did not have yet is absent from its config: it ran as the option's default)."""
+    data = p.get("data", {}).get(p["datasets"][0], {})
+    # before the key, only the sentence named the selection split
+    selection = p.get("selection_split") or ("validation" if "validation split"
+                                              in p.get("selection", "") else "train")
+    argv = ["--datasets", *p["datasets"], "--splits", str(p["splits"]), "--steps",
+            str(p["steps"]), "--theta-lrs", *map(str, p["theta_lrs"]), "--lambda-lrs",
+            *map(str, p["lambda_lrs"]), "--selection-split", selection,
+            "--theta-optimizer", p["theta_optimizer"].replace(",", " ").split()[0],
+            "--lambda-optimizer", p.get("lambda_optimizer", "ogd"),
+            "--data-split", data.get("split", "default"),
+            "--theta-weight-decay", str(p.get("theta_weight_decay", 0.0)),
+            "--constraint-split", p.get("constraint_split", "train"),
+            "--grid-rule", p.get("grid_rule", "feasible_first")]
+    argv += (["--no-ablation"] if p["ablation_splits"] == 0
+             else ["--ablation-splits", str(p["ablation_splits"])])
+    if p.get("kinds", ["unc", *RUN_KINDS]) != ["unc", *RUN_KINDS]:
+        argv += ["--kinds", *p["kinds"][1:]]
+    if p.get("constraint_fraction") is not None:
+        argv += ["--constraint-fraction", str(p["constraint_fraction"])]
+    return argv + (["--quick"] if p["quick"] else [])
+
+
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The summary of a committed ``reproduce_000*.json``: the tables re-made from the cell
+    archive beside it (``<stem>.cells``) with the protocol its ``config`` records, as
+    ``--tables-only`` does (in a scratch directory: nothing committed is written)."""
+    import contextlib
+    import io
+    import tempfile
+
+    cells = path.parent / f"{path.stem}.cells"
+    if not cells.is_dir():
+        raise FileNotFoundError(f"no cell archive {cells}: the summary has nothing to come from")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / cells.name).symlink_to(cells.resolve(), target_is_directory=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            main([*protocol_argv(result["config"]), "--tables-only", "--results", tmp])
+        return (Path(tmp) / f"{path.stem}.md").read_text()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from fairgames.train.sweeps.launch import add_launcher_arguments
 
@@ -967,49 +1044,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       "paper": "000", "split": args["data_split"]} for ds in args["datasets"]},
         "wall_s_this_invocation": time.perf_counter() - started,
     }
-    sys.path.insert(0, str(HERE))
     try:
-        import torch
-        from rates_eval import machine  # the benchmarks' shared machine record
-
-        mach = machine(torch.device("cpu"), a.jobs)
+        mach = machine("cpu", a.jobs)
         mach["jobs"] = a.jobs
         mach["threads_per_job"] = 1
     except Exception:  # noqa: BLE001
         mach = {"cpu_count": os.cpu_count()}
-    header = [f"# Paper 000 reproduction{' (QUICK smoke run: not the protocol)' if quick else ''}",
-              "",
-              f"Protocol actually run: data sets {', '.join(args['datasets'])}; "
-              f"{args['splits']} random split(s) (seeds 0..{args['splits'] - 1}); "
-              f"{args['steps']} full-batch steps ({args['optimizer']} for θ"
-              + (f" with weight decay {args['weight_decay']:g}" if args["weight_decay"] else "")
-              + ", "
-              f"{args['lambda_optimizer']} for λ"
-              + (f", which plays on the {args['constraint_split']} split"
-                 if args["constraint_split"] != "train" else "")
-              + "; snapshots "
-              f"compared on {args['selection']}); θ learning rates {args['theta_lrs']}, "
-              f"λ learning rates {args['lambda_lrs']}; ablation on "
-              f"{protocol['ablation_splits']} split(s)"
-              + (f"; only the kinds {', '.join(protocol['kinds'])}" if a.kinds else "")
-              + ("; every data set re-split at random (Adult not on adult.data / adult.test)"
-                 if args["data_split"] == "random" else "")
-              + ("; learning rates chosen by TFCO's rank rule over the whole grid"
-                 if args["grid_rule"] == "rank" else "")
-              + f". Cells done: {done} of "
-              f"{protocol['cells_planned']} planned (a missing cell shows —).",
-              "Generated by `benchmarks/reproduce_000.py`; discussion in "
-              "`docs/reproduce_000.md`.", ""]
-    goal_lines = ["### Goals", ""] + [
-        f"- {k}: {v['value']:.4g} (target {'≤ ' if not k.startswith('cells') else '= '}"
-        f"{v['target']:.4g}) — {'met' if v['met'] else 'NOT met'}" for k, v in goals.items()]
-    text = "\n".join(header + md + goal_lines) + "\n"
+    text = summary_text(protocol, md, goals, kinds_given=bool(a.kinds))
     out = {"figures": figures, "units": units, "goals": goals, "machine": mach,
            "config": protocol, "tables": per,
            "paper": {"table3": PAPER_T3, "table4": PAPER_T4}}
-    a.results.mkdir(parents=True, exist_ok=True)
-    (a.results / f"{stem}.md").write_text(text)
-    (a.results / f"{stem}.json").write_text(json.dumps(out, indent=1, default=float))
+    write(a.results / f"{stem}.json", out, markdown=text, indent=1)
     print(text)
     print(f"wrote {a.results / (stem + '.md')} and .json")
     return out

@@ -11,30 +11,27 @@ is no goal: the table says what the option costs.
 
 Usage::
 
-    python benchmarks/heldout_step.py                 # → results/heldout_step.json
-    python benchmarks/heldout_step.py --quick         # smoke run; writes nothing unless --out
+    python -m benchmarks.speed.heldout_step                 # → results/heldout_step.json
+    python -m benchmarks.speed.heldout_step --quick         # smoke run; writes nothing unless --out
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import torch
 
+from benchmarks.harness.blocks import timed
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem, get_preset
 from fairgames.problems import load_problem
 from fairgames.train import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 from fairgames.train.data import constraint_holdout, load_splits
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
-sys.path.insert(0, str(HERE))
-from rates_eval import machine  # noqa: E402  (the benchmarks' shared machine record)
-from step_overhead import timed  # noqa: E402  (median ms per step of interleaved blocks)
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 SPLITS = ("train", "validation", "holdout")
 
@@ -86,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
             # phase of a shared machine weighs on each alike
             columns = {split: _engine(splits, protected, model_name, batch_size,
                                       split).train_step for split in SPLITS}
-            row.update(timed(columns, torch.device("cpu"), steps, repeats))
+            row.update(timed(columns, steps, repeats, device="cpu"))
             rows.append(row)
 
     result = {"data": data, "rows_train": len(splits.train),
@@ -103,8 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['holdout']:.2f} |")
     out = a.out if a.out is not None else (None if a.quick else RESULTS / "heldout_step.json")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write(out, {"command": command(), **result}, newline=True)
         print(f"wrote {out}")
     return result
 

@@ -19,18 +19,14 @@ explicitly (``--threads``, recorded in the results).
 
 Usage::
 
-    python benchmarks/rates_eval.py                 # full table → results/rates_eval.cpu.json
-    python benchmarks/rates_eval.py --device cuda   # → results/rates_eval.cuda.json
-    python benchmarks/rates_eval.py --quick         # smoke run → results/rates_eval.cpu.quick.json
+    python -m benchmarks.speed.rates_eval                 # full table → results/rates_eval.cpu.json
+    python -m benchmarks.speed.rates_eval --device cuda   # → results/rates_eval.cuda.json
+    python -m benchmarks.speed.rates_eval --quick  # smoke run → results/rates_eval.cpu.quick.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,9 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
 from fairgames.rates import Batch, RateEvaluator, group, true_positive_rate
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 FEATURES = 100
 GOAL_RATIO, GOAL_K = 2.0, 1000
 
@@ -92,26 +90,6 @@ def bench_case(b: int, k: int, device: torch.device, threads: int, min_run_time:
             "rates": median_ms(rates, threads, min_run_time, warmup),
             "true": median_ms(true_only, threads, min_run_time, warmup),
             "compile_s": compile_s}
-
-
-def machine(device: torch.device, threads: int) -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        # A copy of the tree without .git (e.g. on a lent GPU machine): the caller may say.
-        git = os.environ.get("FAIRGAMES_GIT", "unknown")
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"cpu": cpu, "threads": threads, "torch": torch.__version__, "device": name,
-            "git": git}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -182,8 +160,8 @@ def main(argv: list[str] | None = None) -> dict:
                    "min_run_time_s": min_run_time, "warmup_calls": warmup,
                    "discarded_warmup_case": "K=1 at each batch size"},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    result = {"command": command(argv), **result}
+    write(args.out, result)
     print(f"wrote {args.out}")
     return result
 

@@ -1,18 +1,17 @@
-"""benchmarks/step_replay.py: every column records and replays (a smoke run), and the
+"""benchmarks/speed/step_replay.py: every column records and replays (a smoke run), and the
 recorded graphs' op counts order the columns as their work does."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from script_loader import load_script
+from benchmarks.speed import step_replay
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_columns_record_replay_and_count_their_ops():
-    rep = load_script(ROOT / "benchmarks" / "step_replay.py", "step_replay_under_test",
-                      path_entry=ROOT / "benchmarks")
+    rep = step_replay
     out = rep.run(blocks=2, steps=2)
     cols = out["columns"]
     assert {"plain", "game", "lagrangian", "floor"} <= set(cols)
@@ -27,8 +26,7 @@ def test_columns_record_replay_and_count_their_ops():
 def test_op_costs_times_each_op_of_the_recorded_graph_in_order():
     import torch  # noqa: PLC0415
 
-    rep = load_script(ROOT / "benchmarks" / "step_replay.py", "step_replay_under_test",
-                      path_entry=ROOT / "benchmarks")
+    rep = step_replay
     x, w = torch.randn(8, 3, generator=torch.Generator().manual_seed(0)), torch.zeros(3)
 
     def step() -> None:

@@ -22,27 +22,27 @@ do not count); printed sorted by the in-graph time, and summed.
 
 Usage::
 
-    python benchmarks/step_replay.py --blocks 5 --steps 1000
-    python benchmarks/step_replay.py --blocks 2 --steps 10 --ops 1000 --out /tmp/ops.json
+    python -m benchmarks.speed.step_replay --blocks 5 --steps 1000
+    python -m benchmarks.speed.step_replay --blocks 2 --steps 10 --ops 1000 --out /tmp/ops.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import step_overhead as so  # noqa: E402
-from rates_eval import machine  # noqa: E402
+from benchmarks.harness.blocks import blocks as block_times
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
+from benchmarks.harness.stats import quartiles
+from benchmarks.speed import step_overhead as so
 
-RESULTS = Path(__file__).resolve().parent / "results" / "step_replay.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "step_replay.json"
 COLUMNS = ("plain", "game", "lagrangian", "cooper", "floor")
 
 
@@ -105,11 +105,6 @@ def _shapes(args: tuple) -> str:
                     if isinstance(a, torch.Tensor))
 
 
-def quartiles(xs: list[float]) -> list[float]:
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return [q[0], statistics.median(xs), q[2]]
-
-
 def run(blocks: int, steps: int) -> dict:
     """ms per step, eager and replayed, per column (median and quartiles over the blocks)."""
     torch.set_num_threads(1)
@@ -119,23 +114,15 @@ def run(blocks: int, steps: int) -> dict:
         for _ in range(20):
             cols[name]()
         pairs[name] = (cols[name], *replayed(cols[name]))
-    times: dict[str, dict[str, list[float]]] = {
-        n: {"eager": [], "replay": [], "python": []} for n in pairs}
-    for _ in range(blocks):
-        for name, (eager, replay, _) in pairs.items():
-            block = {}
-            for which, f in (("eager", eager), ("replay", replay)):
-                for _ in range(max(5, steps // 10)):
-                    f()
-                t0 = time.process_time()
-                for _ in range(steps):
-                    f()
-                block[which] = (time.process_time() - t0) / steps * 1e3
-            for which in ("eager", "replay"):
-                times[name][which].append(block[which])
-            times[name]["python"].append(block["eager"] - block["replay"])
+    # every column eager then replayed, block by block (CPU clock: one thread)
+    steps_of = {f"{n}/{which}": f for n, (eager, replay, _) in pairs.items()
+                for which, f in (("eager", eager), ("replay", replay))}
+    ms = block_times(steps_of, steps, blocks, "cpu", block_warmup=max(5, steps // 10))
+    times = {n: {"eager": ms[f"{n}/eager"], "replay": ms[f"{n}/replay"],
+                 "python": [e - r for e, r in zip(ms[f"{n}/eager"], ms[f"{n}/replay"],
+                                                   strict=True)]} for n in pairs}
     return {"cooper_missing": missing, "columns": {
-        n: {"graph_ops": pairs[n][2], **{k: quartiles(v) for k, v in t.items()}}
+        n: {"graph_ops": pairs[n][2], **{k: list(quartiles(v)) for k, v in t.items()}}
         for n, t in times.items()}}
 
 
@@ -180,8 +167,7 @@ def main() -> None:
               f"{'PASS' if game <= cooper else 'FAIL'}")
     out.update(blocks=args.blocks, steps=args.steps, clock="cpu (process_time)",
                machine=machine(torch.device("cpu"), 1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    write(args.out, {"command": command(), **out}, indent=1)
 
 
 if __name__ == "__main__":

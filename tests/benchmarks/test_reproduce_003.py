@@ -1,4 +1,4 @@
-"""benchmarks/reproduce_003.py's pure parts against numpy (the mixture's rounded-prediction
+"""reproduce_003's pure parts against numpy (the mixture's rounded-prediction
 RMSE and log loss, the paired loss interval, the mixture's KS disparity, the envelope
 selection and the goals), its resumability, and a --quick run on one data set (slow)."""
 
@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from script_loader import load_script
+
+from benchmarks.reproduce import reproduce_003
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def rep():
-    return load_script(ROOT / "benchmarks" / "reproduce_003.py", register=True)
+    return reproduce_003
 
 
 def _mixture(seed: int, members: int = 3, n: int = 60):
@@ -365,7 +366,7 @@ def test_committed_seed_study_follows_from_its_cells(rep):
     """benchmarks/results/reproduce_003.adult2k_seeds.*: the pooled LR-against-LS figures are
     those the committed cells give (recomputed here), and the pooled mean is the numpy mean of
     the seeds' differences."""
-    from cell_archive import CellStore
+    from benchmarks.harness.cells import CellStore
 
     results = ROOT / "benchmarks" / "results"
     store = CellStore(results / "reproduce_003.adult2k_seeds.cells")

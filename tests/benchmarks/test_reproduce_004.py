@@ -1,29 +1,27 @@
-"""benchmarks/reproduce_004.py's pure parts: the cells' overrides are valid configs pinning
+"""reproduce_004's pure parts: the cells' overrides are valid configs pinning
 the protocol, the per-group violations against a direct count, and footnote 3's
 aggregation (the group with the largest MEAN violation, sd with ddof=1, se = sd/√n)."""
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from script_loader import load_script
+
+from benchmarks.reproduce import reproduce_004
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def rep():
-    sys.path.insert(0, str(ROOT / "benchmarks"))   # its tests import the matrix's compose too
-    return load_script(ROOT / "benchmarks" / "reproduce_004.py", register=True)
+    return reproduce_004
 
 
 def test_every_cells_overrides_compose_to_a_valid_config(rep):
-    from solved_by_default import compose
-
+    from benchmarks.reproduce.solved_by_default import compose
     from fairgames.train.config import validate
 
     for data, method, noise, split in rep.plan(quick=True, only=None):
@@ -105,7 +103,7 @@ def test_committed_ten_split_summary_follows_from_its_cells(rep, tmp_path):
     aggregation over the ten splits) and its goal line are those the archived cells give."""
     import json
 
-    from cell_archive import CellStore
+    from benchmarks.harness.cells import CellStore
 
     results = ROOT / "benchmarks" / "results"
     store = CellStore(results / "reproduce_004.cells")
@@ -136,7 +134,7 @@ def test_a_saved_cell_from_other_splits_is_refused_by_name(rep, monkeypatch, tmp
     """Resuming never mixes protocols: a cell whose recorded split sizes are not those the
     overrides give (or that records none, as the cells made before data.split was pinned)
     stops the run, naming where it is."""
-    from cell_archive import CellStore, write_pending
+    from benchmarks.harness.cells import CellStore, write_pending
 
     monkeypatch.setattr(rep, "expected_rows", lambda data, split: {"train": 6, "validation": 2,
                                                                    "test": 2})
@@ -182,7 +180,7 @@ def test_tune_runs_every_combination_and_keeps_the_tuned_run_rules_choice(rep):
 def test_cells_launched_on_joblib_equal_the_same_cells_in_process(rep, monkeypatch, tmp_path):
     import json
 
-    from cell_archive import CellStore
+    from benchmarks.harness.cells import CellStore
 
     monkeypatch.setattr(rep, "RESULTS", tmp_path)
     base = ["--only", "credit", "--splits", "1", "--methods", "unconstrained,true_group",
@@ -204,7 +202,7 @@ def test_a_rerun_writes_a_cell_only_to_the_rule_stores_that_lack_it(rep, monkeyp
     """With several robust.select rules, a cell archived under one rule and missing under
     another is run again and saved under the second only (the first keeps its record; a
     second, different record of the same key would be refused by the store)."""
-    from cell_archive import CellStore, write_pending
+    from benchmarks.harness.cells import CellStore, write_pending
 
     rows = {"train": 6, "validation": 2, "test": 2}
     monkeypatch.setattr(rep, "RESULTS", tmp_path)

@@ -19,15 +19,15 @@ plain step as a fraction of cooper's extra in the same block (median and quartil
 
 Usage::
 
-    python benchmarks/compare_trees.py ../fairgames-old . --blocks 8  # a worktree of the old commit
-    python benchmarks/compare_trees.py OLD NEW --blocks 2 --quick --out /tmp/c.json  # smoke
+    # OLD: a worktree of the old commit
+    python -m benchmarks.speed.compare_trees ../fairgames-old . --blocks 8
+    python -m benchmarks.speed.compare_trees OLD NEW --blocks 2 --quick --out /tmp/c.json  # smoke
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,12 +36,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "step_overhead_compare.json"
+from benchmarks.harness.blocks import CLOCKS, timed
+from benchmarks.harness.children import run_on_tree
+from benchmarks.harness.machine import machine
+from benchmarks.harness.results import command, write
+from benchmarks.harness.stats import quartiles
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "step_overhead_compare.json"
 GOAL = 1.05
-# cpu: the process's CPU time (one thread), which the other processes of a shared machine
-# do not inflate as they do wall time; wall: step_overhead.py's own clock.
-CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 FULL_CASES = [(m, k) for m in ("linear", "mlp") for k in (2, 8, 64, 1024)]
 QUICK_CASES = [("linear", 2), ("mlp", 8)]
 
@@ -51,10 +54,8 @@ def worker(cases: list[tuple[str, int]], steps: int, repeats: int, ops: bool,
     """Run in the subprocess: ms per step of every column of every case, or op counts."""
     import torch  # noqa: PLC0415 - after the thread settings of the environment
     torch.set_num_threads(1)
-    sys.path.insert(0, str(HERE))
-    import step_overhead as so  # noqa: PLC0415
-
     import fairgames.game  # noqa: PLC0415
+    from benchmarks.speed import step_overhead as so  # noqa: PLC0415
 
     cpu = torch.device("cpu")
     out: dict[str, Any] = {"fairgames": str(Path(fairgames.game.__file__).parents[2])}
@@ -64,7 +65,7 @@ def worker(cases: list[tuple[str, int]], steps: int, repeats: int, ops: bool,
         return out
     for kind, k in cases:
         steps_of, _ = so.make_columns(kind, k, cpu, with_baselines=(kind == "linear"))
-        out[f"{kind}_K{k}"] = so.timed(steps_of, cpu, steps, repeats, CLOCKS[clock])
+        out[f"{kind}_K{k}"] = timed(steps_of, steps, repeats, clock)
     return out
 
 
@@ -91,22 +92,11 @@ def count_ops(step, warmup: int = 5) -> dict[str, int]:
 
 def run_block(tree: Path, args: list[str]) -> dict:
     """One subprocess importing fairgames from ``tree``; its JSON answer."""
-    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", *args],
-                          env=env, capture_output=True, text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"worker for {tree} failed:\n{proc.stderr[-4000:]}")
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    answer = run_on_tree("benchmarks.speed.compare_trees", ["--worker", *args], tree,
+                         env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     if Path(answer["fairgames"]).resolve() != tree.resolve():
         raise RuntimeError(f"worker for {tree} imported fairgames from {answer['fairgames']}")
     return answer
-
-
-def quartiles(xs: list[float]) -> tuple[float, float, float]:
-    if len(xs) < 2:
-        return xs[0], xs[0], xs[0]
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return q[0], q[1], q[2]
 
 
 def summarise(blocks: dict[str, list[dict]]) -> dict[str, dict[str, Any]]:
@@ -204,14 +194,6 @@ def print_table(result: dict[str, Any]) -> None:
           f"{'met' if g['met'] else 'NOT met'}")
 
 
-def machine_record() -> dict[str, Any]:
-    import torch  # noqa: PLC0415
-    sys.path.insert(0, str(HERE))
-    from rates_eval import machine  # noqa: PLC0415  (the benchmarks' shared machine record)
-
-    return machine(torch.device("cpu"), 1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("trees", nargs="*", type=Path, help="OLD NEW: two source trees")
@@ -224,7 +206,7 @@ def main() -> None:
                         help="cpu: process CPU time (default, robust to a shared machine's "
                              "load); wall: wall time")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"default {RESULTS.relative_to(HERE.parent)}; --quick writes "
+                        help=f"default {RESULTS.relative_to(ROOT)}; --quick writes "
                              "only to an explicit --out")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ops", action="store_true", help=argparse.SUPPRESS)
@@ -246,7 +228,7 @@ def main() -> None:
                         "cases": [f"{m}_K{k}" for m, k in cases], "steps": a.steps,
                         "repeats": a.repeats, "threads": 1, "clock": a.clock,
                         "order": "block pairs alternate: old new, new old, ..."}
-    result["machine"] = machine_record()
+    result["machine"] = machine("cpu", 1)
     for side, tree in zip(("old", "new"), a.trees, strict=True):
         rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, check=False).stdout.strip()
@@ -254,8 +236,7 @@ def main() -> None:
     print_table(result)
     out = a.out or (None if a.quick else RESULTS)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1))
+        write(out, {"command": command(), **result}, indent=1)
         print(f"wrote {out}")
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/step_budget.py: its summary against a plain recount of hand-made rows, and its
+"""benchmarks/speed/step_budget.py: its summary against a plain recount of hand-made rows, and its
 committed results agree with their own runs. Fast: no fit runs."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ import statistics
 from pathlib import Path
 
 import pytest
-from script_loader import load_script
+
+from benchmarks.speed import step_budget
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def sb():
-    return load_script(ROOT / "benchmarks" / "step_budget.py")
+    return step_budget
 
 
 def _row(problem, setting, seed, err, viol):

@@ -2,13 +2,13 @@
 
 The study behind :func:`fairgames.game.default_budget` (issue 20): fairgames' CLI job on
 Adult (official split, protected attribute sex, ``problem.tolerance=0.02`` as in
-``benchmarks/time_to_quality.py``) for each setting and seed, scored with that benchmark's
+``benchmarks/speed/time_to_quality.py``) for each setting and seed, scored with that benchmark's
 definitions (test error, pairwise test gap, one-sided train violation) and timed the same way
 (process CPU seconds of ``run(cfg)``, one torch thread).
 
 Usage::
 
-    python benchmarks/step_budget.py --settings 500:0.01 200:0.025 150:0.05 \
+    python -m benchmarks.speed.step_budget --settings 500:0.01 200:0.025 150:0.05 \
         --seeds 0 1 2 3 4 --out results/step_budget.json
     # a setting is steps:lr[:override;override...], e.g. 300:0.02:trainer.batch_size=4096
 """
@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import time_to_quality as ttq  # noqa: E402  (the job, its scoring and timing)
+from benchmarks.harness.results import command, write
+from benchmarks.speed import time_to_quality as ttq  # the job, its scoring and timing
 
 FEASIBLE_BELOW = ttq.FEASIBLE_BELOW
 
@@ -83,7 +82,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
               f"{t['test_gap']:.4f} train viol max {t['train_violation_max']:+.4f} feasible "
               f"{t['feasible_seeds']}/{t['seeds']} cpu {t['cpu_s']:.2f} s")
     if args.out is not None:
-        args.out.write_text(json.dumps({"summary": table, "runs": rows}, indent=1) + "\n")
+        write(args.out, {"command": command(argv), "summary": table, "runs": rows}, indent=1,
+              newline=True)
     return table
 
 

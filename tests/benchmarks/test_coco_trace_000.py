@@ -1,4 +1,4 @@
-"""``benchmarks/coco_trace_000.py`` refits the committed Table 3 COCO: the same η, bound and
+"""``benchmarks.reproduce.coco_trace_000`` refits the committed Table 3 COCO: the same η, bound and
 classifier, so its path explains that column and not some other COCO."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from script_loader import load_script
+
+from benchmarks.reproduce import coco_trace_000
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = ROOT / "benchmarks" / "results" / "reproduce_000.cells"
@@ -15,7 +16,7 @@ CELLS = ROOT / "benchmarks" / "results" / "reproduce_000.cells"
 
 @pytest.fixture(scope="module")
 def trace():
-    return load_script(ROOT / "benchmarks" / "coco_trace_000.py", path_entry=ROOT / "benchmarks")
+    return coco_trace_000
 
 
 def test_the_trace_refits_the_committed_coco_column(trace, tmp_path):
