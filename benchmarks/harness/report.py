@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(md, text)
             print(f"wrote {md}")
     for name in differ:
-        print(f"differs: {name}", file=sys.stderr)
+        print(f"{'differs' if a.check else 'not written'}: {name}", file=sys.stderr)
     if a.check and not differ:
         print(f"{len(a.results)} summaries regenerate byte-identical")
     return 1 if differ else 0
