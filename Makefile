@@ -33,12 +33,13 @@ test: $(STAMP)
 	$(PY) -m ruff check fairgames tests scripts benchmarks examples
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not gpu" $(ARGS)
 
-# Benchmarks compare against cooper-optim (the `bench` extra; time_to_quality.py also against
-# fairlearn, ~20 min); each script also has --quick.
+# Benchmarks compare against cooper-optim (the `bench` extra; time_to_quality also against
+# fairlearn, ~20 min); each script also has --quick. They are the `benchmarks` package, run as
+# modules from the repository root.
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[bench]"
-	for b in benchmarks/rates_eval.py benchmarks/step_overhead.py benchmarks/time_to_quality.py; do \
-		$(PY) $$b $(ARGS) || exit 1; done
+	for b in rates_eval step_overhead time_to_quality; do \
+		$(PY) -m benchmarks.speed.$$b $(ARGS) || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,87 @@
+"""Goals and the one writer of a benchmark's result: ``<stem>.json`` and its ``<stem>.md``.
+
+A result is a JSON object; the speed scripts' carry ``figures`` (name → value), ``units``,
+``goals`` (name → ``{"value", "target", "met", ...}``, built with :func:`goal`), ``machine``
+(:func:`benchmarks.harness.machine.machine`), ``config`` and ``command`` (how it was run).
+The reproductions keep their own layouts (their committed JSON must regenerate byte for byte
+from their cell archives), and their own summary text.
+
+:func:`write` writes the JSON atomically (a temporary file beside it, then a rename: a killed
+run leaves the old file or the new one, never half of one) and, beside it, ``<stem>.md``:
+the text given, else the generic summary of :func:`benchmarks.harness.report.render`.
+
+Example:
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> g = goal(1.4, 2.0)
+    >>> g
+    {'value': 1.4, 'target': 2.0, 'met': True}
+    >>> out = Path(tempfile.mkdtemp()) / "toy.json"
+    >>> _ = write(out, {"figures": {"x_ms": 1.4}, "goals": {"x": g}})
+    >>> json.loads(out.read_text())["goals"]["x"]["met"], out.with_suffix(".md").exists()
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def goal(value: float, target: float, *, at_most: bool = True, **extra: Any) -> dict[str, Any]:
+    """A goal: ``value`` against ``target`` (met when ``value ≤ target``, or ``≥`` with
+    ``at_most=False``); ``extra`` fields are kept (e.g. where a reference came from)."""
+    met = value <= target if at_most else value >= target
+    return {"value": value, "target": target, "met": bool(met), **extra}
+
+
+def command(argv: list[str] | None = None) -> str:
+    """The command line that ran this process (``python -m <module> args...``)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    head = [f"-m {spec.name}"] if spec is not None else [sys.argv[0]]
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", *head, *(shlex.quote(a) for a in args)])
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file in the same directory, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps(result: dict[str, Any], indent: int = 2, newline: bool = False) -> str:
+    """The JSON text of a result (``default=float``: numpy scalars are written as floats).
+    ``indent`` and ``newline`` keep each script's committed layout, so that a result
+    regenerated from its archive is the same bytes."""
+    return json.dumps(result, indent=indent, default=float) + ("\n" if newline else "")
+
+
+def write(path: Path, result: dict[str, Any], *, markdown: str | None = None,
+          indent: int = 2, newline: bool = False) -> Path:
+    """Write ``result`` to ``path`` (``<stem>.json``) and its summary to ``<stem>.md``
+    (``markdown``, else :func:`benchmarks.harness.report.render`); returns ``path``."""
+    from benchmarks.harness.report import render  # report imports nothing back from here
+
+    path = Path(path)
+    write_text(path, dumps(result, indent, newline))
+    md = markdown if markdown is not None else render(result, path.stem)
+    write_text(summary_path(path), md)
+    return path
+
+
+def summary_path(path: Path) -> Path:
+    """``<stem>.md`` beside ``<stem>.json`` (``rates_eval.cpu.json`` → ``rates_eval.cpu.md``)."""
+    return Path(path).with_suffix(".md")
