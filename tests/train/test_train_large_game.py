@@ -40,7 +40,7 @@ def crossed(tmp_path_factory):
 def test_a_crossed_attribute_above_the_limit_switches_to_the_linear_player(
         compose_cfg, crossed, tmp_path):
     # (stopped after 2 steps: the game is made and played; the report of 1 110 constraints
-    # takes ~6 s here (benchmarks/report_cost.py), see the slow test below for results.json)
+    # takes ~6 s here (benchmarks/speed/report_cost.py), see the slow test below for results.json)
     cfg = compose_cfg(*crossed, *SHORT, "trainer.stop_after=2")
     assert cfg.algorithm.name == "proxy_lagrangian" and cfg.algorithm.large_game == "switch"
     with pytest.warns(LargeGameWarning, match=r"1110 multiplier rows > 1024.*"

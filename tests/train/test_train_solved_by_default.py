@@ -1,5 +1,5 @@
 """Solved by default (issue 20): the headline command meets its constraint on train, and the
-catalog matrix (benchmarks/solved_by_default.py) passes cell by cell."""
+catalog matrix (benchmarks/reproduce/solved_by_default.py) passes cell by cell."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK = 1e-6     # float rounding of a mixture's weights on a constraint's boundary
@@ -16,8 +15,10 @@ SLACK = 1e-6     # float rounding of a mixture's weights on a constraint's bound
 
 @functools.cache
 def _bench():
-    """benchmarks/solved_by_default.py, loaded once (collection reads its cells too)."""
-    return load_script(ROOT / "benchmarks" / "solved_by_default.py", register=True)
+    """benchmarks.reproduce.solved_by_default, imported on first use (collection reads its
+    cells too)."""
+    from benchmarks.reproduce import solved_by_default
+    return solved_by_default
 
 
 def test_every_problem_documents_data_sets_the_matrix_runs():

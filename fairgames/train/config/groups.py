@@ -38,7 +38,8 @@ class ProblemConfig:
     ``baseline_path`` is a churn baseline (a ``model.pt`` of an earlier run, or its directory);
     ``null`` trains one on a ``baseline_fraction`` share of the training split.
     ``data_sets`` documents the data sets the problem is meant for (the solved-by-default
-    matrix, ``benchmarks/solved_by_default.py``, runs each); it does not restrict ``data``.
+    matrix, ``benchmarks/reproduce/solved_by_default.py``, runs each); it does not restrict
+    ``data``.
     ``recipe`` gives data keys the problem is documented with (e.g. ``paper: "003"``: that
     paper's target, group and split); each applies where the ``data`` config leaves the key
     null (:func:`fairgames.train.data.apply_recipe`). ``grid_size`` is N of the name
