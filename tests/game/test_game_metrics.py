@@ -20,6 +20,21 @@ def _numpy_gmean(model, ds) -> float:
     return float(np.sqrt(pred[y].mean() * (1 - pred[~y].mean())))
 
 
+@pytest.fixture(scope="module")
+def free(synthetic, helpers):
+    """``free(imbalanced, steps)`` → the unconstrained (error-minimising) model on the synthetic
+    split or its imbalanced subset, trained once per module: ``helpers.train`` is
+    deterministic (seeded model, sampler and game) and the tests only evaluate the model."""
+    models = {}
+
+    def get(imbalanced: bool, steps: int) -> torch.nn.Module:
+        if (imbalanced, steps) not in models:
+            ds = _imbalanced(synthetic) if imbalanced else synthetic
+            models[imbalanced, steps] = helpers.train(Problem(error_rate()), ds, steps=steps)[0]
+        return models[imbalanced, steps]
+    return get
+
+
 def _imbalanced(ds) -> TabularDataset:
     """All negatives and a quarter of the positives: an error minimiser under-predicts."""
     y = ds.labels
@@ -29,9 +44,9 @@ def _imbalanced(ds) -> TabularDataset:
 
 
 @pytest.mark.parametrize("preset", ["algorithm2", "proxy_lagrangian"])
-def test_gmean_objective_improves_on_the_error_minimiser(synthetic, helpers, preset):
+def test_gmean_objective_improves_on_the_error_minimiser(synthetic, helpers, free, preset):
     ds = _imbalanced(synthetic)
-    free, _ = helpers.train(Problem(error_rate()), ds, steps=500)
+    free = free(True, 500)
     problem = Problem(1.0 - gmean())
     model, copt = helpers.train(problem, ds, steps=800, preset=preset)
     g_free, g_game = _numpy_gmean(free, ds), _numpy_gmean(model, ds)
@@ -43,8 +58,7 @@ def test_gmean_objective_improves_on_the_error_minimiser(synthetic, helpers, pre
         "objective:geometric_mean2#0[0] >= slack", "objective:geometric_mean2#0[1] >= slack"]
 
 
-def _kld_problem(ds, helpers):
-    free, _ = helpers.train(Problem(error_rate()), ds, steps=500)
+def _kld_problem(ds, helpers, free):
     base = Problem(error_rate())
     err_free = base.report(helpers.split_values(base, free, ds).true)["objective"]
     a, b = group("group", "0"), group("group", "1")
@@ -56,8 +70,8 @@ def _kld_problem(ds, helpers):
 
 @pytest.mark.parametrize("preset", ["algorithm2", "proxy_lagrangian"])
 def test_kld_subject_to_an_error_bound_improves_and_trains_outside_the_domain(
-        synthetic, helpers, preset):
-    free, err_free, problem = _kld_problem(synthetic, helpers)
+        synthetic, helpers, free, preset):
+    free, err_free, problem = _kld_problem(synthetic, helpers, free(False, 500))
     left_domain, snapshots = [], []
 
     def watch(copt, model):
@@ -96,7 +110,7 @@ def test_surrogate_payoff_presets_refuse_kld(preset):
 
 
 def test_surrogate_payoff_presets_play_kld_with_a_surrogate_bounded_in_the_unit_interval(
-        synthetic, helpers):
+        synthetic, helpers, free):
     """Remark 3's proviso: "unless the surrogates are also bounded in the same range". With the
     sigmoid every surrogate p̂ lies in (0, 1), inside KLD's domain, and SPADE and NEMSIS play
     P1 min Σ_G KLD(p, p̂_G): they drive the KLD of the SURROGATE rates (their λ-player's
@@ -105,8 +119,7 @@ def test_surrogate_payoff_presets_play_kld_with_a_surrogate_bounded_in_the_unit_
     true KLD 0.227 → 0.576 (SPADE), 0.618 (NEMSIS), 0.000 (Algorithm 2)."""
     a, b = group("group", "0"), group("group", "1")
     problem = Problem(kld(a) + kld(b), surrogate="sigmoid")
-    free, _ = helpers.train(Problem(error_rate()), synthetic, steps=300)
-    start = helpers.split_values(problem, free, synthetic)
+    start = helpers.split_values(problem, free(False, 300), synthetic)
 
     def mixture(preset):
         true, smooth = [], []
@@ -131,13 +144,12 @@ def test_surrogate_payoff_presets_play_kld_with_a_surrogate_bounded_in_the_unit_
     assert true_alg2 < 0.1 * problem.report(start.true)["objective"]
 
 
-def _fmeasure_parity_run(ds, helpers, **options):
+def _fmeasure_parity_run(ds, helpers, free, **options):
     """(unconstrained report, mixture report, optimizer) on the F-measure parity problem; the
     mixture is the mean of the members' rates over the last 500 of 1000 steps."""
     a, b = group("group", "0"), group("group", "1")
     problem = Problem(-fmeasure(), [(fmeasure(b) >= fmeasure(a) - 0.02).named("f1_parity")])
-    free, _ = helpers.train(Problem(error_rate()), ds, steps=500)
-    before = problem.report(helpers.split_values(problem, free, ds).true)
+    before = problem.report(helpers.split_values(problem, free(False, 500), ds).true)
     snapshots = []
 
     def snap(copt, model):
@@ -148,8 +160,8 @@ def _fmeasure_parity_run(ds, helpers, **options):
     return before, problem.report(torch.stack(snapshots).mean(0)), copt
 
 
-def test_fmeasure_parity_improves_over_the_unconstrained_model(synthetic, helpers):
-    before, mixture, _ = _fmeasure_parity_run(synthetic, helpers)   # proxy_lagrangian
+def test_fmeasure_parity_improves_over_the_unconstrained_model(synthetic, helpers, free):
+    before, mixture, _ = _fmeasure_parity_run(synthetic, helpers, free)   # proxy_lagrangian
     assert before["f1_parity"] > 0.15
     assert mixture["f1_parity"] < 0.5 * before["f1_parity"], (before, mixture)
     # Measured: F1 0.711 → 0.326 at violation 0.057 (a linear model reaches violation 0 at
@@ -157,11 +169,11 @@ def test_fmeasure_parity_improves_over_the_unconstrained_model(synthetic, helper
     assert -mixture["objective"] > 0.3, mixture
 
 
-def test_num_den_ogd_slacks_improve_fmeasure_parity(synthetic, helpers):
+def test_num_den_ogd_slacks_improve_fmeasure_parity(synthetic, helpers, free):
     """Table 2's Algorithm 3 (a, b slacks on OGD, ``ratio_slacks="num_den"``) with a small
     slack step. Measured: violation 0.211 → 0.147 at F1 0.711 → 0.587, the slacks inside their
     box (with a larger slack_lr they run to its corner and the violation grows to ≈ 0.30)."""
-    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3",
+    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, free, preset="algorithm3",
                                                  ratio_slacks="num_den", slack_lr=0.001)
     assert copt.terms.num_den_terms and copt.preset.ratio_slacks == "num_den"
     assert mixture["f1_parity"] < 0.8 * before["f1_parity"], (before, mixture)
@@ -170,13 +182,13 @@ def test_num_den_ogd_slacks_improve_fmeasure_parity(synthetic, helpers):
     assert bool((s[1::2] > 0.1).all()) and bool((s[0::2] < 1.9).all()), s   # not the corner
 
 
-def test_algorithm3_preset_halves_the_fmeasure_parity_violation(synthetic, helpers):
+def test_algorithm3_preset_halves_the_fmeasure_parity_violation(synthetic, helpers, free):
     """The algorithm3 preset (a, b at their subgame's solution: linearised ratios) cuts the
     violation of the unconstrained model by more than half. Measured: violation 0.211 → 0.043
     at F1 0.711 → 0.287 — on this data it trades F1 for parity like the proxy-Lagrangian above
     (the OGD slacks keep F1 0.587 only by leaving the violation at 0.147); on paper 000's
     Table 4 data it is the better of the two (benchmarks/results/reproduce_000.discussion.md)."""
-    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, preset="algorithm3")
+    before, mixture, copt = _fmeasure_parity_run(synthetic, helpers, free, preset="algorithm3")
     assert copt.terms.num_linear == 3 and copt.slacks is None
     assert before["f1_parity"] > 0.15
     assert mixture["f1_parity"] < 0.5 * before["f1_parity"], (before, mixture)
