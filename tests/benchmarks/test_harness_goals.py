@@ -60,3 +60,21 @@ def test_committed_step_replay_summary_shows_its_goal():
     g = json.loads(path.read_text())["goals"]["game_python_at_most_coopers"]
     assert g["passed"] and "| game_python_at_most_coopers | 0.07802 | 0.1135 | met |" in (
         path.with_suffix(".md").read_text())
+
+
+def test_step_replay_writes_its_goal_in_the_harness_layout(tmp_path, monkeypatch, capsys):
+    """The goal path needs cooper-optim's column; faked here so it runs without cooper."""
+    from benchmarks.speed import step_replay
+
+    def col(python_ms: float) -> dict:
+        return {"graph_ops": 9, "eager": [1.0, 1.1, 1.2], "replay": [0.9, 1.0, 1.1],
+                "python": [python_ms - 0.01, python_ms, python_ms + 0.01]}
+
+    monkeypatch.setattr(step_replay, "run", lambda blocks, steps: {
+        "cooper_missing": None, "columns": {"game": col(0.08), "cooper": col(0.11)}})
+    out = tmp_path / "step_replay.json"
+    monkeypatch.setattr("sys.argv", ["step_replay", "--blocks", "1", "--out", str(out)])
+    step_replay.main()
+    g = json.loads(out.read_text())["goals"]["game_python_at_most_coopers"]
+    assert (g["value"], g["target"], g["met"]) == (0.08, 0.11, True)
+    assert "goal game_python_at_most_coopers: 0.08 (target <= 0.11) met" in capsys.readouterr().out
