@@ -10,12 +10,18 @@ from their cell archives), and their own summary text.
 run leaves the old file or the new one, never half of one) and, beside it, ``<stem>.md``:
 the text given, else the generic summary of :func:`benchmarks.harness.report.render`.
 
+A speed script builds each goal with :func:`goal` and prints them all with
+:func:`print_goals` (one line per goal, the same wording in every script).
+
 Example:
     >>> import json, tempfile
     >>> from pathlib import Path
     >>> g = goal(1.4, 2.0)
     >>> g
     {'value': 1.4, 'target': 2.0, 'met': True}
+    >>> print_goals({"x": g, "y": goal(0.5, 0.75, at_most=False, worst="mlp")}, show=("worst",))
+    goal x: 1.4 (target <= 2) met
+    goal y: 0.5 (target >= 0.75) NOT met, by 0.25; worst mlp
     >>> out = Path(tempfile.mkdtemp()) / "toy.json"
     >>> _ = write(out, {"figures": {"x_ms": 1.4}, "goals": {"x": g}})
     >>> json.loads(out.read_text())["goals"]["x"]["met"], out.with_suffix(".md").exists()
@@ -29,15 +35,33 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 
 def goal(value: float, target: float, *, at_most: bool = True, **extra: Any) -> dict[str, Any]:
     """A goal: ``value`` against ``target`` (met when ``value ≤ target``, or ``≥`` with
-    ``at_most=False``); ``extra`` fields are kept (e.g. where a reference came from)."""
+    ``at_most=False``, which the goal then records as ``"at_most": False``); ``extra`` fields
+    are kept (e.g. where a reference came from, the statistic, the worst case)."""
     met = value <= target if at_most else value >= target
-    return {"value": value, "target": target, "met": bool(met), **extra}
+    side = {} if at_most else {"at_most": False}
+    return {"value": value, "target": target, "met": bool(met), **side, **extra}
+
+
+def goal_line(name: str, g: dict[str, Any], show: Sequence[str] = ()) -> str:
+    """One goal as ``goal NAME: VALUE (target <= T) met`` (``NOT met, by D`` when it is not),
+    then the ``show`` fields the goal has (``; field value``)."""
+    at_most = g.get("at_most", True)
+    line = f"goal {name}: {g['value']:.4g} (target {'<=' if at_most else '>='} {g['target']:.4g}) "
+    line += "met" if g["met"] else f"NOT met, by {abs(g['value'] - g['target']):.4g}"
+    return line + "".join(f"; {k} {g[k]}" for k in show if k in g)
+
+
+def print_goals(goals: dict[str, dict[str, Any]], show: Sequence[str] = ()) -> None:
+    """Print every goal of ``goals`` (name → :func:`goal`) with :func:`goal_line`."""
+    for name, g in goals.items():
+        print(goal_line(name, g, show))
 
 
 def command(argv: list[str] | None = None) -> str:

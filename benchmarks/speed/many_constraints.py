@@ -48,7 +48,7 @@ from pathlib import Path
 from benchmarks.harness.blocks import timed
 from benchmarks.harness.children import run_on_tree
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import command, goal, print_goals, write
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "many_constraints.json"
@@ -193,21 +193,17 @@ def _goals(table: list[dict], rounds: dict | None) -> dict[str, object]:
     ratio = big["step_ms_after"] / k1["step_ms_after"]
     peak = big["peak_over_data_mb_after"] - k1["peak_over_data_mb_after"]
     out: dict[str, object] = {
-        "step_ratio_k10000_over_k1": {"value": ratio, "goal": GOALS["step_ratio_k10000_over_k1"],
-                                      "met": ratio <= GOALS["step_ratio_k10000_over_k1"]},
-        "compile_s": {"value": big["compile_s_after"], "goal": GOALS["compile_s"],
-                      "met": big["compile_s_after"] < GOALS["compile_s"]},
-        "peak_over_k1_mb": {"value": peak, "goal": GOALS["peak_over_k1_mb"],
-                            "met": peak <= GOALS["peak_over_k1_mb"]},
+        "step_ratio_k10000_over_k1": goal(ratio, GOALS["step_ratio_k10000_over_k1"]),
+        "compile_s": goal(big["compile_s_after"], GOALS["compile_s"]),
+        "peak_over_k1_mb": goal(peak, GOALS["peak_over_k1_mb"]),
     }
     if rounds is not None and "1" in rounds.get("before", {}):
         # paired: each round ran the two trees back to back, so its ratio cancels the
         # machine's drift between rounds; the median over rounds
         r1 = statistics.median(a / b for a, b in zip(rounds["after"]["1"], rounds["before"]["1"],
                                                      strict=True))
-        out["k1_after_over_before"] = {"value": r1, "goal": GOALS["k1_after_over_before"],
-                                       "met": r1 <= GOALS["k1_after_over_before"],
-                                       "how": "median over rounds of after/before"}
+        out["k1_after_over_before"] = goal(r1, GOALS["k1_after_over_before"],
+                                           how="median over rounds of after/before")
     return out
 
 
@@ -254,9 +250,7 @@ def _print(result: dict) -> None:
         print(str(row["k"]).rjust(6) + "".join(
             (f"{row[c]:.2f}" if isinstance(row.get(c), float) else str(row.get(c, "-"))).rjust(24)
             for c in cols))
-    for name, goal in result["goals"].items():
-        met = "met" if goal["met"] else "NOT met"
-        print(f"{name}: {goal['value']:.3f} (goal {goal['goal']}) {met}")
+    print_goals(result["goals"])
 
 
 if __name__ == "__main__":

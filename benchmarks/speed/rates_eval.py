@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import command, goal, print_goals, write
 from fairgames.rates import Batch, RateEvaluator, group, true_positive_rate
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -141,14 +141,9 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{b:>6} {k:>6} {r['bce']:9.3f} {r['rates']:9.3f} {r['true']:9.3f} "
                   f"{r['rates'] / base['rates']:10.2f} {r['true'] / base['true']:9.2f} "
                   f"{r['compile_s']:10.3f}")
-    goals = {}
-    for b in bs:
-        for col in ("rates", "true"):
-            name = f"{col}_vs_K1[K={GOAL_K},B={b}]"
-            goals[name] = {"target": GOAL_RATIO, "value": figures[name],
-                           "met": figures[name] <= GOAL_RATIO}
-            print(f"goal {name}: {figures[name]:.2f} (target <= {GOAL_RATIO}) "
-                  f"{'met' if goals[name]['met'] else 'NOT met'}")
+    names = [f"{col}_vs_K1[K={GOAL_K},B={b}]" for b in bs for col in ("rates", "true")]
+    goals = {name: goal(figures[name], GOAL_RATIO) for name in names}
+    print_goals(goals)
     result = {
         "figures": figures, "units": units, "goals": goals,
         "machine": machine(device, threads),

@@ -85,7 +85,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.harness.machine import Stopwatch, machine
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import command, goal, print_goals, write
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "time_to_quality.json"
@@ -487,9 +487,7 @@ def goals_of(summary: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[s
             "fit_time_vs_eg_stretch": (ratio, GOALS["time_ratio_stretch"]),
         }
         for name, (value, target) in checks.items():
-            goals[f"{problem}.{name}"] = {"value": value, "target": target,
-                                          "met": value <= target,
-                                          "by": max(0.0, value - target)}
+            goals[f"{problem}.{name}"] = goal(value, target, by=max(0.0, value - target))
     return goals
 
 
@@ -533,9 +531,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print()
     print_table(summary)
     goals = goals_of(summary)
-    for name, goal in goals.items():
-        print(f"goal {name}: {goal['value']:+.4f} (target <= {goal['target']:.4g}) "
-              + ("met" if goal["met"] else f"NOT met, by {goal['by']:.4f}"))
+    print_goals(goals)
     result = {
         "summary": summary, "goals": goals, "runs": rows,
         "machine": {**machine(torch.device("cpu"), args.threads),
