@@ -6,7 +6,8 @@ Under glibc's adaptive mmap threshold the temporaries come from the heap once on
 been freed, and the small survivors allocated above them stop the heap's top from shrinking:
 the freed pages stay resident. On full Adult's 22 612 rows that was ≈ 0.3 MB an LR iteration
 (≈ 6 GB by a 20 000-iteration run's end); ``malloc_trim`` every 50 iterations keeps the run
-flat for ≈ 0.2 % of its time (docs/fair_regression.md, "Full Adult").
+flat for ≈ 0.2 % of its time (benchmarks/results/reproduce_003.discussion.md, "Full Adult:
+started").
 
 Example:
     >>> import platform

@@ -53,7 +53,8 @@ class ReductionConfig:
     response, or ``"found"``, the best of it and every iterate by the true Lagrangian (the
     certificate then holds against every mixture of the hypotheses found); ``None``:
     ``"found"`` for ``lr`` — a heuristic whose response at λ̂ loses to earlier iterates by
-    more than a small ν (docs/fair_regression.md, issue 22) — and ``"oracle"`` otherwise.
+    more than a small ν (benchmarks/results/fair_regression.discussion.md, "Why the LR cell
+    ran to its cap") — and ``"oracle"`` otherwise.
     """
 
     constraint: str = "sp"

@@ -144,7 +144,8 @@ def default_steps(objective: Expression | None, constraints: Iterable[Constraint
 # The game of the threshold-grid family (paper 003's statistical parity): the flat
 # ``algorithm`` keys of the preset and its players. θ takes theta_steps steps per step of a
 # slow exponentiated-gradient λ, because the default preset's λ moves too fast for θ there
-# and its mixtures lose objective to the paper's reduction (docs/fair_regression.md).
+# and its mixtures lose objective to the paper's reduction (benchmarks/results/
+# fair_regression.discussion.md, "Direct play").
 THRESHOLD_GAME = {"name": "algorithm1", "multipliers": "exponentiated_gradient",
                   "radius": 10.0, "multiplier_lr": 2.0, "theta_steps": 5}
 
