@@ -137,6 +137,9 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
             if split_name == "validation" and "validation_fraction" in params:
                 hint = ("set data.validation_fraction (e.g. data.validation_fraction=0.2: the "
                         "share of the non-test rows held out)")
+            elif isinstance(cfg.get("split"), (list, tuple)):
+                hint = ("give data.split three fractions above 0 (train, validation, test), "
+                        "e.g. data.split=[0.6,0.2,0.2], or use more rows")
             else:
                 hint = f"set its split settings ({', '.join(f'data.{k}' for k in accepted)})"
             raise ConfigError(f"data set {name!r} has an empty {split_name} split "

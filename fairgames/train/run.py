@@ -225,9 +225,10 @@ def _resume_config(cfg: DictConfig, directory: Path | None,
         return cfg, None
     checkpoint = read_checkpoint(cfg.trainer.resume, directory)
     assert checkpoint is not None
-    merged = OmegaConf.create(resumed_config(checkpoint[1]["run"]["config"],
-                                             OmegaConf.to_container(cfg, resolve=True),
-                                             overrides))
+    given = OmegaConf.to_container(cfg, resolve=True)
+    # the stored data keys have the problem's recipe applied: compare like with like
+    given["data"] = apply_recipe(given["data"], (given.get("problem") or {}).get("recipe"))
+    merged = OmegaConf.create(resumed_config(checkpoint[1]["run"]["config"], given, overrides))
     validate(merged)   # also imports the families the stored run named
     return merged, checkpoint
 

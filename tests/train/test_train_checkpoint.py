@@ -396,6 +396,36 @@ def test_resume_may_extend_the_steps(train_run, compose_cfg, tmp_path):
     assert resumed.results["training"]["steps"] == 70 == resumed.engine.step
 
 
+def test_resuming_with_the_same_command_line_is_no_change(train_run, compose_cfg, tmp_path):
+    """A data group's nulls (protected, target: the recipe's) and the model's ``output: auto``
+    are stored as resolved; the same command line given again changes nothing."""
+    from fairgames.train import run
+
+    same = ["data=german", "problem=equal_opportunity", "model=mlp", "model.hidden=[4]",
+            "trainer=smoke", "trainer.steps=12", "trainer.checkpoint_every=4",
+            "trainer.bootstrap=0"]
+    train_run("german", *same, "trainer.stop_after=8", fast=False, run_dir=tmp_path)
+    again = [*same, "trainer.stop_after=8", f"run_dir={tmp_path}", f"trainer.resume={tmp_path}"]
+    resumed = run(compose_cfg(*again), overrides=again)     # refused before the fix
+    assert resumed.stopped and resumed.engine.step == 8
+    given = [*same, f"run_dir={tmp_path}", f"trainer.resume={tmp_path}"]
+    resumed = run(compose_cfg(*given), overrides=given)
+    assert resumed.results["training"]["steps"] == 12
+    assert resumed.results["config"]["data"]["protected"] == "sex"
+
+
+def test_a_given_null_or_auto_matches_what_the_run_resolved_it_to():
+    stored = {"data": {"name": "german", "protected": "sex", "target": "good_credit"},
+              "model": {"output": "unit"}}
+    given = {"data": {"name": "german", "protected": None, "target": None},
+             "model": {"output": "auto"}}
+    merged = resumed_config(stored, given, ["data=german", "model=mlp"])
+    assert merged["data"] == stored["data"] and merged["model"] == stored["model"]
+    with pytest.raises(ConfigError, match=r"data.protected: 'sex' -> 'age'"):
+        resumed_config(stored, {**given, "data": {**given["data"], "protected": "age"}},
+                       ["data=german"])
+
+
 def test_a_group_override_compares_the_keys_under_it():
     stored = {"problem": {"name": "eo", "tolerance": 0.1}, "trainer": {"steps": 40}}
     given = {"problem": {"name": "eo", "tolerance": 0.05}, "trainer": {"steps": 10}}

@@ -87,8 +87,15 @@ def test_a_bad_column_on_the_command_line_exits_2_naming_it(csv, tmp_path):
     (["data.numerical=[age,job]"], DataError, r"column 'job' is numerical but row 0 "
                                               r"\(line 2 of .*people.csv\) holds 'teacher'"),
     (["data.path=null"], ConfigError, r"needs path \(data.path="),
-    (["data.split=[0.5,0.6]"], ConfigError, "split must be"),
-], ids=["non-binary-target", "text-in-numerical", "no-path", "bad-split"])
+    (["data.split=[0.5,0.3,0.3]"], ConfigError, "split must be"),
+    # a run needs a validation split: two fractions named the problem, not every data key
+    (["data.split=[0.8,0.2]"], ConfigError,
+     r"data.split=\[0.8, 0.2\]: give three fractions \(train, validation, test\), e\.g\. "
+     r"data.split=\[0.6,0.2,0.2\]"),
+    (["data.split=[0.9,0.0,0.1]"], ConfigError,
+     r"empty validation split .*; give data.split three fractions above 0"),
+], ids=["non-binary-target", "text-in-numerical", "no-path", "bad-split", "two-fractions",
+        "no-validation"])
 def test_a_bad_table_config_is_named(compose_cfg, csv, overrides, error, says):
     path, _ = csv
     with pytest.raises(error, match=says):

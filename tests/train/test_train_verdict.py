@@ -66,6 +66,16 @@ def test_each_status_follows_the_documented_rule(sense, train, test, interval, s
         assert v["verdict"].endswith("(try more steps)")
 
 
+@pytest.mark.parametrize(("sense", "train"), [("<=", 0.05), ("==", -0.05)])
+def test_violated_on_train_reads_not_met_though_test_is_undefined(sense, train):
+    """A group with no test row must not hide a train violation behind "undefined"."""
+    v = constraint_verdict(sense, {"train": train, "validation": None, "test": None},
+                           {"test": None}, "try more steps")
+    assert v["status"] == "not_met"
+    assert v["verdict"] == ("NOT met on train — likely infeasible or too few steps "
+                            "(try more steps) (undefined on validation and test)")
+
+
 def test_what_to_try_names_the_levers_and_a_tolerance_that_passes():
     results = {"training": {"steps": 500, "likely_infeasible": False},
                "config": {"trainer": {"steps": 500},

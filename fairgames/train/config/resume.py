@@ -29,6 +29,12 @@ RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trai
                "run_dir"}
 # Keys that belong to one invocation, never to the stored run.
 PER_INVOCATION = ("trainer.resume", "trainer.stop_after")
+# Placeholders a run resolves as it loads and stores resolved: a given placeholder names no
+# value, so it matches whatever the stored run resolved it to (data keys the loader fills from
+# the data set's recipe, ``fairgames.train.data.loaded_keys``; the model head the problem
+# picks, ``fairgames.train.helpers.resolve_output``).
+RESOLVED_AT_LOAD = {"data.protected": None, "data.target": None, "data.seed": None,
+                    "model.output": "auto"}
 _ABSENT = object()
 
 
@@ -56,7 +62,8 @@ def resumed_config(stored: Mapping[str, Any], given: Mapping[str, Any],
                    overrides: Sequence[str]) -> dict[str, Any]:
     """The ``stored`` config of a run, with the invocation's own keys (``trainer.resume``,
     ``trainer.stop_after``) and the explicitly overridden :data:`RESUME_FREE` keys taken from
-    ``given``.
+    ``given``. A given placeholder of :data:`RESOLVED_AT_LOAD` (``data.protected: null``,
+    ``model.output: auto``) is no change: the stored value is what it resolved to.
 
     Raises:
         ConfigError: naming each explicitly overridden key (or key under an overridden group)
@@ -84,7 +91,7 @@ def resumed_config(stored: Mapping[str, Any], given: Mapping[str, Any],
             if path in RESUME_FREE:
                 if b is not _ABSENT:
                     _set(merged, path, b)
-            elif a != b:
+            elif a != b and not _placeholder(path, b):
                 diffs.append(f"{path}: {_show(a)} -> {_show(b)}")
     if diffs:
         raise ConfigError("trainer.resume: the command line changes settings of the run being "
@@ -175,6 +182,11 @@ def _leaves(value: Any, prefix: str) -> dict[str, Any]:
     for key, item in value.items():
         out.update(_leaves(item, f"{prefix}.{key}"))
     return out
+
+
+def _placeholder(path: str, given: Any) -> bool:
+    """Whether ``given`` is the placeholder a run resolves at ``path`` (no value of its own)."""
+    return path in RESOLVED_AT_LOAD and given is not _ABSENT and given == RESOLVED_AT_LOAD[path]
 
 
 def _show(value: Any) -> str:

@@ -97,6 +97,11 @@ def _check_data(c: DictConfig, check: Checks) -> None:
     if protected is not None and (not isinstance(protected, str) or not protected):
         check.bad("data.protected", protected,
                   "the protected attribute's name (e.g. sex), or null: the recipe's")
+    split = _plain(data.get("split"))
+    if isinstance(split, list) and len(split) != 3:
+        # the library takes (train, test); a run selects and tunes on its validation split
+        check.bad("data.split", split, "give three fractions (train, validation, test), e.g. "
+                  "data.split=[0.6,0.2,0.2]: a run picks its solution on the validation split")
 
 
 @register_validator("problem")

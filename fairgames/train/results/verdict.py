@@ -4,13 +4,15 @@ For the solution the run reports (:data:`VERDICT_SOLUTION`), each constraint ``g
 exactly one status from its values ``g`` on train and test and its test interval (the 95 %
 percentile bootstrap interval of :mod:`fairgames.train.results.intervals`):
 
-* ``undefined`` — "undefined on <split>": ``g`` has no value on the train or the test split
-  (a subset with no row there, or a ratio whose denominator is 0). (A run refuses, before its
-  first step, a constraint whose subset has no row in the training split.) Undefined on
-  validation only, the status is read from train and test as below and the sentence ends
-  with "(undefined on validation)";
+* ``undefined`` — "undefined on <split>": ``g`` has no value on the train split, or it is met
+  on train and has no value on the test split (a subset with no row there, or a ratio whose
+  denominator is 0). (A run refuses, before its first step, a constraint whose subset has no
+  row in the training split.) Undefined on validation only, the status is read from train and
+  test as below and the sentence ends with "(undefined on validation)";
 * ``not_met`` — "NOT met on train — likely infeasible or too few steps (<what to try>)":
-  the train violation exceeds :data:`SLACK` (1e-6, float rounding);
+  the train violation exceeds :data:`SLACK` (1e-6, float rounding); read before the test
+  split, so a constraint undefined on test (a group with no test row) still reads "NOT met on
+  train", its sentence ending with "(undefined on test)";
 * ``met`` — the train violation is at most :data:`SLACK` and so is the test violation;
 * ``not_significant`` — "met on train, not significant on test": met on train; on test the
   constraint is violated, but not significantly: the test interval is consistent with it
@@ -57,7 +59,9 @@ def constraint_verdict(sense: str, values: Mapping[str, float | None],
     if sense not in ("<=", "=="):
         raise ValueError(f"sense must be '<=' or '==', got {sense!r}")
     undefined = [s for s in ("train", "test") if values.get(s) is None]
-    if undefined:
+    # a train violation is read first: a group with no test row must not hide it
+    if values.get("train") is None or ("test" in undefined
+                                       and _violation(sense, values["train"]) <= SLACK):
         status, text = "undefined", "undefined on " + " and ".join(undefined)
     elif _violation(sense, values["train"]) > SLACK:      # type: ignore[arg-type]
         status = "not_met"
@@ -69,8 +73,11 @@ def constraint_verdict(sense: str, values: Mapping[str, float | None],
         status, text = "not_significant", "met on train, not significant on test"
     else:
         status, text = "missed_on_test", "met on train, NOT met on test (significant)"
-    if status != "undefined" and "validation" in values and values["validation"] is None:
-        text += " (undefined on validation)"   # the selection could not measure it
+    # where the selection (validation) or the test could not measure it
+    unmeasured = [s for s in ("validation", "test")
+                  if values.get(s) is None and (s == "test" or s in values)]
+    if status != "undefined" and unmeasured:
+        text += f" (undefined on {' and '.join(unmeasured)})"
     return {"status": status, "verdict": text, "train": values.get("train"),
             "test": _listed(intervals.get("test")),
             "values": {s: values.get(s) for s in SPLITS},
