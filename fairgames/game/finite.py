@@ -239,11 +239,13 @@ class FiniteGuard:
     def check(self) -> None:
         """Raise :class:`NonFiniteStepError` if a step since the last check was skipped
         (one sync); the flag is then reset."""
-        first, count, n_negative, first_negative = torch.cat(
-            [self.first_bad.reshape(1), self.count.reshape(1), self.negative]).tolist()
+        first, count, n_negative, first_negative, *values = torch.cat(
+            [self.first_bad.reshape(1).double(), self.count.reshape(1).double(),
+             self.negative.double(), self.values.double()]).tolist()
         if first < 0:
             return
-        values = self.values.double().tolist()
+        first, count = int(first), int(count)
+        n_negative, first_negative = int(n_negative), int(first_negative)
         self.first_bad.fill_(-1)
         self.count.zero_()
         self.negative.zero_()
