@@ -92,6 +92,10 @@ class FiniteGuard:
         # largest magnitude), read by check() to say what was non-finite.
         self.values = torch.zeros(3, device=device)
         self.count = torch.zeros((), dtype=torch.int64, device=device)
+        # The first bad step's negative weights: (how many, the first row); a negative weight
+        # is finite, so check() names it apart from NaN/inf and says weights must be >= 0.
+        self.negative = torch.zeros(2, dtype=torch.int64, device=device)
+        self._negative: torch.Tensor | None = None
         self._zero = torch.zeros((), device=device)
         self._scores: torch.Tensor | None = None
         self._weights: torch.Tensor | None = None
@@ -110,9 +114,13 @@ class FiniteGuard:
             self._scores = total if self._scores is None else self._scores + total
             w = batch.weights
             if w is not None:
-                # sum: NaN and +inf stick; ÷ (min ≥ 0): a negative weight makes it ±inf or NaN
-                total = torch.sum(w, dtype=torch.float32) / (w.min() >= 0)
+                found = _negative_rows(w)
+                # sum: NaN and +inf stick; ÷ (no negative): a negative weight makes it ±inf
+                # or NaN (÷ True is ÷ 1: a valid batch's note is its sum, bit for bit)
+                total = torch.sum(w, dtype=torch.float32) / found[0].eq(0)
                 self._weights = total if self._weights is None else self._weights + total
+                self._negative = found if self._negative is None else _first_negative(
+                    self._negative, found)
 
     def notes(self) -> torch.Tensor:
         """The notes so far ``[2]`` (scores' and weights' sums; 0 where none): only their
@@ -148,7 +156,7 @@ class FiniteGuard:
     def forget(self, *, buffers: bool = False) -> None:
         """Drop the notes (a step's records were discarded); ``buffers``: find the running
         estimates' buffers again (a state dict was loaded)."""
-        self._scores = self._weights = None
+        self._scores = self._weights = self._negative = None
         if buffers:
             self._estimates = []
 
@@ -195,6 +203,7 @@ class FiniteGuard:
                      if p.grad is not None and p.grad.device == self.device]
             if grads:
                 tested += torch._foreach_norm(grads, float("inf"))
+        negative, self._negative = self._negative, None
         self._scores = self._weights = None
         values = torch.stack(tested)
         # 0·x is 0 for a finite x, NaN for NaN or ±inf: one test for all the values
@@ -207,6 +216,8 @@ class FiniteGuard:
         if self.values.shape != values.shape:
             self.values = torch.zeros_like(values)
         torch.where(first, values, self.values, out=self.values)
+        if negative is not None:
+            torch.where(first, negative, self.negative, out=self.negative)
         self.count.add_(skipped)
         self._restore(optimizer, ok, skipped)
         for live, old in zip(self._estimates, self._estimates_saved, strict=True):
@@ -228,23 +239,56 @@ class FiniteGuard:
     def check(self) -> None:
         """Raise :class:`NonFiniteStepError` if a step since the last check was skipped
         (one sync); the flag is then reset."""
-        first, count, *values = torch.cat([self.first_bad.reshape(1).double(),
-                                           self.count.reshape(1).double(),
-                                           self.values.double()]).tolist()
+        first, count, n_negative, first_negative, *values = torch.cat(
+            [self.first_bad.reshape(1).double(), self.count.reshape(1).double(),
+             self.negative.double(), self.values.double()]).tolist()
         if first < 0:
             return
         first, count = int(first), int(count)
+        n_negative, first_negative = int(n_negative), int(first_negative)
         self.first_bad.fill_(-1)
         self.count.zero_()
+        self.negative.zero_()
         bad = [not math.isfinite(v) for v in values]
         what = tuple(k for k, b in zip(KINDS, [*bad[:3], any(bad[3:])], strict=True) if b)
-        raise NonFiniteStepError(
-            f"step {first} (counting from 0) met non-finite {', '.join(what)} and was "
-            f"skipped: no parameter, multiplier or slack moved ({count} step(s) skipped since "
-            "the last check). Remedy: lower the learning rate, clip the gradients "
-            "(torch.nn.utils.clip_grad_norm_), look for NaN/inf in the features, or run with "
-            "ConstrainedOptimizer(..., strict=True) to stop at the offending batch",
-            step=first, kinds=what, count=count)
+        raise NonFiniteStepError(_step_message(first, count, what, n_negative, first_negative),
+                                 step=first, kinds=what, count=count)
+
+
+def _negative_rows(w: torch.Tensor) -> torch.Tensor:
+    """``[2]`` int64 on the device (no sync): how many weights are negative, and the first
+    negative row (0 when none)."""
+    neg = w < 0
+    return torch.stack([neg.sum(), neg.to(torch.uint8).argmax()])
+
+
+def _first_negative(before: torch.Tensor, found: torch.Tensor) -> torch.Tensor:
+    """Two batches' :func:`_negative_rows` in one step: counts added, the earlier first row
+    (the row is within its own batch)."""
+    row = torch.where(before[0] > 0, before[1], found[1])
+    return torch.stack([before[0] + found[0], row])
+
+
+def _step_message(first: int, count: int, what: tuple[str, ...], n_negative: int,
+                  first_negative: int) -> str:
+    """The skipped step's message: what was non-finite, negative weights named apart (they
+    are finite and need another remedy), and the remedies."""
+    skipped = (f"and was skipped: no parameter, multiplier or slack moved ({count} step(s) "
+               "skipped since the last check)")
+    remedy = ("lower the learning rate, clip the gradients (torch.nn.utils.clip_grad_norm_), "
+              "look for NaN/inf in the features, or run with ConstrainedOptimizer(..., "
+              "strict=True) to stop at the offending batch")
+    if "weights" not in what or n_negative <= 0:
+        return (f"step {first} (counting from 0) met non-finite {', '.join(what)} {skipped}. "
+                f"Remedy: {remedy}")
+    rest = [k for k in what if k != "weights"]
+    also = f" and non-finite {', '.join(rest)}" if rest else ""
+    rows = "row" if n_negative == 1 else "rows"
+    return (f"step {first} (counting from 0) met negative weights ({n_negative} {rows}, the "
+            f"first row {first_negative} of its batch){also} {skipped}. Remedy: weights must "
+            "be >= 0 (a negative weight is not a probability mass): drop those rows or give "
+            "them weight 0; run with ConstrainedOptimizer(..., strict=True) to stop at the "
+            "offending batch" + (f"; for the non-finite values: {remedy}" if rest else ""))
 
 
 def _merge_views(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

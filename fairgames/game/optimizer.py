@@ -72,7 +72,7 @@ from typing import Any
 import torch
 from torch.optim import optimizer as _torch_optimizer
 
-from fairgames.rates import Batch, LeafValues
+from fairgames.rates import Batch, LeafValues, RatesError
 
 from .capture import CapturedStep
 from .distributed import refuse_local_state, resolve_process_group, scale_gradient
@@ -285,7 +285,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._guard.note(batch)
         algebra = self.theta_loss
         if algebra.frozen is not None:
-            return algebra.frozen_loss(batch)
+            return _differentiable(algebra.frozen_loss(batch), batch)
         reduce = self._reduce_sums if self._reduction is not None else None
         if reduce is not None and values is not None:
             raise ValueError("lagrangian(batch, values) under a process group: the game "
@@ -295,7 +295,7 @@ class ConstrainedOptimizer(torch.optim.Optimizer):
         self._records.add(rec)
         if reduce is not None:
             loss = scale_gradient(loss, self._reduction.world_size)  # type: ignore[union-attr]
-        return loss
+        return _differentiable(loss, batch)
 
     @torch.no_grad()
     def record_heldout(self, batch: Batch) -> None:
@@ -582,3 +582,20 @@ def _scores(model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     if scores.dim() == 2 and scores.shape[1] == 1:
         scores = scores[:, 0]
     return scores
+
+
+def _differentiable(loss: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """``loss``, or a clear error when grad mode is on but neither the loss nor the batch's
+    scores carry a gradient: ``backward()`` would fail in torch's words. ``requires_grad``
+    is a Python attribute: the check reads no value (no host-device sync)."""
+    if loss.requires_grad or not torch.is_grad_enabled():
+        return loss      # under no_grad the caller asked for no gradient (a record only)
+    s = batch.scores if batch.scores is not None else batch.probabilities
+    if s is None or s.requires_grad:
+        return loss
+    raise RatesError(
+        "lagrangian(): the batch's scores carry no gradient (scores.requires_grad is False), "
+        "so backward() cannot train the model: compute the scores from the model with "
+        "gradients enabled, in the training step itself, not under torch.no_grad() or "
+        "torch.inference_mode() and not .detach()-ed (scores without gradient belong to "
+        "copt.record_heldout())")

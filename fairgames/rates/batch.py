@@ -66,7 +66,7 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.groups = dict(self.groups)
-        self.group_values = {k: _names(vs) for k, vs in dict(self.group_values).items()}
+        self.group_values = {k: _names(vs, k) for k, vs in dict(self.group_values).items()}
         if self.label_kind not in LABEL_KINDS:
             raise RatesError(f"label_kind must be one of {LABEL_KINDS}, got {self.label_kind!r}")
         labels = _tensor("labels", self.labels)
@@ -118,13 +118,16 @@ class Batch:
         g = _tensor(f"groups[{name!r}]", g)
         if g.is_floating_point():
             if g.dim() == 1:
+                if len(self.group_values.get(name, ("",))) != 1:
+                    raise RatesError(_float_codes_message(name, g, self.group_values[name]))
                 g = g.unsqueeze(1)
             if g.dim() != 2 or g.shape[0] != b:
                 raise RatesError(f"soft group {name!r} must have shape [B, G] with B = {b}, "
                                  f"got {tuple(g.shape)}")
             if name in self.group_values and len(self.group_values[name]) != g.shape[1]:
                 raise RatesError(f"group {name!r} has {g.shape[1]} columns but "
-                                 f"{len(self.group_values[name])} value names")
+                                 f"{len(self.group_values[name])} value names (soft "
+                                 "memberships have one column per value name)")
             self.group_values.setdefault(name, [str(i) for i in range(g.shape[1])])
         else:
             if g.dtype == torch.bool:
@@ -185,8 +188,12 @@ class Batch:
             if g.is_floating_point():
                 ok = torch.isfinite(g).all() & (g >= 0).all() & (g.sum(1) <= 1 + 1e-5).all()
                 if not bool(ok):
+                    # one column: most likely integer codes given as floats
+                    hint = (f"; a float [B] tensor is read as one membership column: for "
+                            f"integer codes pass groups[{name!r}].long() with group_values"
+                            if g.shape[1] == 1 else "")
                     raise RatesError(f"soft group {name!r}: memberships must lie in [0, 1] and "
-                                     "each row must sum to at most 1")
+                                     f"each row must sum to at most 1{hint}")
             else:
                 problem = code_problem(g, self.group_values[name], name)
                 if problem is not None:
@@ -251,16 +258,42 @@ def split_batches(split: Batch | Iterable[Batch], owner: str) -> tuple[Batch, It
     return first, itertools.chain([first], batches)
 
 
-def _names(values: Sequence[object]) -> list[str]:
-    """``[str(v) for v in values]``, cached by identity for sequences of ``str``."""
+def _names(values: Sequence[object], attribute: str) -> list[str]:
+    """``[str(v) for v in values]``, cached by identity for sequences of ``str`` (checked
+    once, when they enter the cache: each name must be unique)."""
     hit = _NAMES.get(id(values))
     if hit is not None and hit[0] is values and hit[1] == tuple(values):
         return list(hit[1])
     names = [str(v) for v in values]
+    _check_unique(names, attribute)
     if len(_NAMES) >= _NAMES_LIMIT:
         _NAMES.clear()
     _NAMES[id(values)] = (values, tuple(names))   # holds the sequence: its id stays unique
     return names
+
+
+def _check_unique(names: list[str], attribute: str) -> None:
+    """Refuse a repeated value name: a subset names a value, and a repeated name would read
+    its first code only (the other code's rows could never be selected)."""
+    first: dict[str, int] = {}
+    for code, name in enumerate(names):
+        if name in first:
+            raise RatesError(
+                f"group_values[{attribute!r}] repeats the value name {name!r} (codes "
+                f"{first[name]} and {code}): a subset could only select code {first[name]}; "
+                f"give each code its own name (got {names}), or recode the attribute so that "
+                "rows of one value share one code")
+        first[name] = code
+
+
+def _float_codes_message(name: str, g: torch.Tensor, values: Sequence[str]) -> str:
+    """A float ``[B]`` group with several value names: integer codes given as floats (a
+    soft attribute is ``[B, G]``, one column per value name)."""
+    return (f"group {name!r} is a float tensor of shape {tuple(g.shape)} with "
+            f"{len(values)} value names {list(values)}: integer codes were probably meant: "
+            f"pass groups[{name!r}].long() (hard codes 0..{len(values) - 1}); soft memberships "
+            f"must be a float [B, {len(values)}] tensor, one column per value name, in [0, 1] "
+            "with rows summing to at most 1")
 
 
 def _tensor(name: str, x: object) -> torch.Tensor:

@@ -79,8 +79,10 @@ def train_unconstrained(model_factory: ModelFactory, optimizer_factory: Optimize
     return model
 
 
-def load_baseline(path: str, device: torch.device) -> torch.nn.Module:
-    """A deterministic solution saved by an earlier run (its directory or ``final.pt``)."""
+def load_baseline(path: str, device: torch.device, input_dim: int | None = None
+                  ) -> torch.nn.Module:
+    """A deterministic solution saved by an earlier run (its directory or ``final.pt``);
+    ``input_dim``: the width of the features it will score (checked once, here)."""
     p = Path(path)
     if p.is_dir():
         p = p / MODEL_FILE
@@ -92,12 +94,24 @@ def load_baseline(path: str, device: torch.device) -> torch.nn.Module:
     if not cfg:
         raise ConfigError(f"problem.baseline_path={path!r}: the file does not say which model "
                           "it holds (it was not written by scripts/train.py)")
+    _check_width(path, int(cfg["input_dim"]), input_dim)
     template = build_model(**model_options(cfg), input_dim=int(cfg["input_dim"]))
     model = load_solution(p, template, device)
     if isinstance(model, StochasticModel):
         raise ConfigError(f"problem.baseline_path={path!r} holds a stochastic solution; a "
                           "churn baseline must be deterministic (final.pt or best_iterate.pt)")
     return model.eval()
+
+
+def _check_width(path: str, width: int, input_dim: int | None) -> None:
+    """Refuse a baseline model of another input width: it scores every split, where torch
+    would fail with "mat1 and mat2 shapes cannot be multiplied"."""
+    if input_dim is not None and width != input_dim:
+        raise ConfigError(
+            f"problem.baseline_path={path!r}: the baseline model takes {width} features but "
+            f"this run's data has {input_dim}: give the run directory of a model trained on "
+            "the same data (data set, protected attribute and feature options), or drop "
+            "problem.baseline_path to train a baseline in this run")
 
 
 def unconstrained_values(metrics: list[str], train: TabularDataset, protected: str,
@@ -158,7 +172,8 @@ def _baseline_model(ctx: RunContext) -> tuple[torch.nn.Module, dict[str, Any]]:
     inputs, train, ckpt = ctx.inputs, ctx.splits.train, ctx.checkpoint
     source, seed = inputs.baseline, inputs.seed
     if source.path is not None:
-        return load_baseline(source.path, inputs.device), {"source": str(source.path)}
+        model = load_baseline(source.path, inputs.device, int(train.features.shape[1]))
+        return model, {"source": str(source.path)}
     n_base = max(1, math.ceil(source.fraction * len(train)))
     info = {"source": "trained", "fraction": source.fraction, "rows": n_base,
             "steps": ctx.steps}

@@ -183,6 +183,27 @@ def test_negative_or_non_finite_weights_skip_the_step(synthetic, helpers):
         _step(strict_model, strict, x, f, weights=bad)
 
 
+def test_negative_weights_are_named_as_negative_not_non_finite(synthetic, helpers):
+    # A negative weight is finite: the report counts them, names the first row and the
+    # remedy (weights must be >= 0) instead of calling them "non-finite".
+    model, copt = _game(synthetic)
+    x, f = _rows(synthetic, helpers, 0)
+    bad = torch.ones(256)
+    bad[[9, 40]] = -0.5
+    _step(model, copt, x, f, weights=bad)
+    with pytest.raises(NonFiniteStepError, match=r"step 0 .*met negative weights \(2 rows, the "
+                       r"first row 9 of its batch\).*weights must be >= 0") as info:
+        copt.check()
+    assert "non-finite weights" not in str(info.value)
+    assert info.value.kinds == ("weights",)
+    _step(model, copt, x, f, weights=torch.ones(256))
+    nan = torch.ones(256)
+    nan[3] = float("nan")
+    _step(model, copt, x, f, weights=nan)
+    with pytest.raises(NonFiniteStepError, match="step 2 .*met non-finite weights"):
+        copt.check()
+
+
 def test_strict_stops_at_the_bad_batch_or_step(synthetic, helpers):
     x, f = _rows(synthetic, helpers, 0)
     model, copt = _game(synthetic, strict=True)

@@ -14,6 +14,7 @@ from fairgames.data import MinibatchSampler
 from fairgames.game import ConstrainedOptimizer, GradientAscent, Problem
 from fairgames.rates import (
     Batch,
+    RatesError,
     error_rate,
     fmeasure,
     gmean,
@@ -388,3 +389,24 @@ def test_bad_calls_raise_clear_errors(synthetic, helpers):
     copt.lagrangian(Batch(scores=model(synthetic.features)[:, 0], **helpers.fields(synthetic)))
     with pytest.raises(RuntimeError, match="after step"):
         copt.state_dict()
+
+
+@pytest.mark.parametrize("how", ["no_grad", "detach"])
+def test_scores_without_gradient_are_refused_at_lagrangian(synthetic, helpers, how):
+    # backward() would fail in torch's words ("element 0 of tensors does not require
+    # grad"); requires_grad is a Python attribute, so lagrangian() tells it without a sync
+    problem = Problem(error_rate(), tpr_parity())
+    model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+    if how == "no_grad":
+        with torch.no_grad():
+            scores = model(synthetic.features)[:, 0]
+    else:
+        scores = model(synthetic.features)[:, 0].detach()
+    batch = Batch(scores=scores, **helpers.fields(synthetic))
+    with pytest.raises(RatesError, match=r"lagrangian\(\): the batch's scores carry no gradient"
+                                         r".*with gradients enabled.*torch\.no_grad\(\)"):
+        copt.lagrangian(batch).backward()
+    with no_host_sync():    # the check reads no value: a valid batch passes without a sync
+        copt.lagrangian(Batch(scores=model(synthetic.features)[:, 0],
+                              **helpers.fields(synthetic)))

@@ -77,6 +77,33 @@ def test_check_values_names_the_bad_values(kwargs, message):
         batch.check_values()
 
 
+@pytest.mark.parametrize("values", [["a", "a"], ["Male", "Female", "Male"]])
+def test_repeated_value_names_are_refused_and_named(values):
+    # a repeated name would read the first code only: the other rows' group is unreachable
+    groups = {"sex": torch.tensor([0, 1, 1, 0])}
+    with pytest.raises(RatesError, match=r"group_values\['sex'\] repeats the value name "
+                                         rf"'{values[0]}' \(codes 0 and {len(values) - 1}\)"
+                                         r".*give each code its own name"):
+        ok(groups=groups, group_values={"sex": values})
+
+
+@pytest.mark.parametrize("codes", [torch.tensor([0.0, 1.0, 1.0, 0.0]),
+                                   torch.tensor([0.0, 1.0, 2.0, 0.0])])
+def test_float_group_codes_are_told_to_be_integers(codes):
+    # a float [B] tensor is a single soft membership column; with two value names it can
+    # only be integer codes given as floats
+    with pytest.raises(RatesError, match=r"group 'sex' is a float tensor of shape \(4,\).*"
+                                         r"integer codes.*\.long\(\).*soft memberships"):
+        ok(groups={"sex": codes})
+    # without value names it is read as one soft column: check_values says codes were meant
+    batch = Batch(scores=S, labels=Y, groups={"sex": codes * 2})
+    with pytest.raises(RatesError, match=r"memberships must lie in \[0, 1\].*integer codes.*"
+                                         r"\.long\(\)"):
+        batch.check_values()
+    soft = ok(groups={"sex": torch.tensor([[0.2, 0.8], [1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])})
+    soft.check_values()                   # valid soft memberships are unchanged
+
+
 def test_rates_that_need_missing_inputs_name_them():
     real = ok(labels=torch.tensor([0.2, 0.9, 0.5, 0.0]), label_kind="real")
     with pytest.raises(RatesError, match="binary label.*declared 'real'"):

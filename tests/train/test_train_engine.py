@@ -258,6 +258,17 @@ def test_churn_baseline_trained_in_the_run_or_loaded(train_run, unconstrained_ru
         pytest.approx(ref - 0.05, abs=1e-9)
 
 
+def test_churn_baseline_of_another_width_is_refused_with_both_widths(train_run,
+                                                                     unconstrained_run):
+    # the baseline scores every split: a model of another input width fails in torch's
+    # words ("mat1 and mat2 shapes cannot be multiplied") unless the load checks it
+    from fairgames.train import ConfigError
+    with pytest.raises(ConfigError, match=r"problem.baseline_path=.*takes 10 features but "
+                                          r"this run's data has 7.*same data"):
+        train_run("churn_width", "problem=churn", "data.d=7", "trainer.steps=20",
+                  f"problem.baseline_path={unconstrained_run.run_dir}")
+
+
 # --------------------------------------------------------------------------- no host sync
 @pytest.mark.parametrize("batch_size, problem", [(None, "equal_opportunity"),
                                                  (128, "fmeasure_parity"),
