@@ -106,6 +106,16 @@ def write(path: Path, result: dict[str, Any], *, markdown: str | None = None,
     return path
 
 
+def write_run(path: Path, result: dict[str, Any], argv: list[str] | None = None,
+              **options: Any) -> dict[str, Any]:
+    """:func:`write` of ``result`` with the command that ran it (:func:`command`) as its
+    first key, the record every speed script and study keeps; ``options`` go to
+    :func:`write`. Returns the dict written."""
+    result = {"command": command(argv), **result}
+    write(path, result, **options)
+    return result
+
+
 def summary_path(path: Path) -> Path:
     """``<stem>.md`` beside ``<stem>.json`` (``rates_eval.cpu.json`` → ``rates_eval.cpu.md``)."""
     return Path(path).with_suffix(".md")

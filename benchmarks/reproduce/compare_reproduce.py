@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.cells import CellStore
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import write_run
 
 NOT_COMPARED = {"wall_s", "seconds", "run_dir"}
 
@@ -95,7 +95,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     if a.out:
-        write(a.out, {"command": command(), **result}, indent=1, newline=True)
+        write_run(a.out, result, indent=1, newline=True)
         print(f"wrote {a.out}")
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import write_run
 from benchmarks.reproduce import reproduce_003 as r003  # the quick cell's data and settings
 from fairgames.fair_regression import LeastSquaresOracle, ParityGame, RiskOracle, best_lambda
 from fairgames.fair_regression.discretize import lagrangian_costs
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
            "rows": rows, "fits": fits}
     path = args.out or (None if args.quick else RESULTS / "reduction_gap.json")
     if path is not None:
-        write(path, {"command": command(argv), **out}, indent=1)
+        write_run(path, out, argv, indent=1)
     return out
 
 

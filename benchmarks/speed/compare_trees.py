@@ -39,7 +39,7 @@ from typing import Any
 from benchmarks.harness.blocks import CLOCKS, timed
 from benchmarks.harness.children import run_on_tree
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 from benchmarks.harness.stats import quartiles
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,7 +236,7 @@ def main() -> None:
     print_table(result)
     out = a.out or (None if a.quick else RESULTS)
     if out is not None:
-        write(out, {"command": command(), **result}, indent=1)
+        write_run(out, result, indent=1)
         print(f"wrote {out}")
 
 

@@ -24,7 +24,7 @@ import torch
 
 from benchmarks.harness.blocks import timed
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import write_run
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem, get_preset
 from fairgames.problems import load_problem
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['holdout']:.2f} |")
     out = a.out if a.out is not None else (None if a.quick else RESULTS / "heldout_step.json")
     if out is not None:
-        write(out, {"command": command(), **result}, newline=True)
+        write_run(out, result, newline=True)
         print(f"wrote {out}")
     return result
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from benchmarks.harness.blocks import timed
 from benchmarks.harness.children import run_on_tree
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "many_constraints.json"
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict:
               "machine": machine(torch.device("cpu"), 1), **run(args)}
     out = args.out if args.out is not None else (None if args.quick else RESULTS)
     if out is not None:
-        write(out, {"command": command(), **result}, newline=True)
+        write_run(out, result, newline=True)
     _print(result)
     return result
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 from fairgames.rates import Batch, RateEvaluator, group, true_positive_rate
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -155,8 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "min_run_time_s": min_run_time, "warmup_calls": warmup,
                    "discarded_warmup_case": "K=1 at each batch size"},
     }
-    result = {"command": command(argv), **result}
-    write(args.out, result)
+    result = write_run(args.out, result, argv)
     print(f"wrote {args.out}")
     return result
 

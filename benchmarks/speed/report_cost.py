@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness.children import run_on_tree
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "report_cost.json"
@@ -123,7 +123,7 @@ def main() -> None:
     out = {"groups": a * b, "constraints": a * b, "steps": 4, "runs": runs,
            "machine": "shared 2-core CPU, wall clock; other sessions running beside it"}
     if not args.quick:
-        write(RESULTS, {"command": command(), **out}, newline=True)
+        write_run(RESULTS, out, newline=True)
         print(f"wrote {RESULTS}")
 
 

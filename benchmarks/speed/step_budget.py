@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness.results import command, write
+from benchmarks.harness.results import write_run
 from benchmarks.speed import time_to_quality as ttq  # the job, its scoring and timing
 
 FEASIBLE_BELOW = ttq.FEASIBLE_BELOW
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
               f"{t['test_gap']:.4f} train viol max {t['train_violation_max']:+.4f} feasible "
               f"{t['feasible_seeds']}/{t['seeds']} cpu {t['cpu_s']:.2f} s")
     if args.out is not None:
-        write(args.out, {"command": command(argv), "summary": table, "runs": rows}, indent=1,
+        write_run(args.out, {"summary": table, "runs": rows}, argv, indent=1,
               newline=True)
     return table
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from benchmarks.harness.blocks import timed
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 from benchmarks.speed.compare_trees import count_ops
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.rates import Batch, group, true_positive_rate
@@ -439,7 +439,7 @@ def main() -> None:
     if args.out is None:
         print("quick run: results not written (give --out to keep them)")
         return
-    write(args.out, {"command": command(), **result})
+    write_run(args.out, result)
     print(f"wrote {args.out}")
 
 

@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.harness.blocks import blocks as block_times
 from benchmarks.harness.machine import machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 from benchmarks.harness.stats import quartiles
 from benchmarks.speed import step_overhead as so
 
@@ -167,7 +167,7 @@ def main() -> None:
         print_goals(out["goals"])
     out.update(blocks=args.blocks, steps=args.steps, clock="cpu (process_time)",
                machine=machine(torch.device("cpu"), 1))
-    write(args.out, {"command": command(), **out}, indent=1)
+    write_run(args.out, out, indent=1)
 
 
 if __name__ == "__main__":

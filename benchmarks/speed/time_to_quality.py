@@ -85,7 +85,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.harness.machine import Stopwatch, machine
-from benchmarks.harness.results import command, goal, print_goals, write
+from benchmarks.harness.results import goal, print_goals, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "time_to_quality.json"
@@ -547,8 +547,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out is None:
         print("quick run: results not written (give --out to keep them)")
         return result
-    result = {"command": command(argv), **result}
-    write(args.out, result)
+    result = write_run(args.out, result, argv)
     print(f"wrote {args.out}")
     return result
 
