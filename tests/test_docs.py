@@ -254,11 +254,38 @@ def run_page(page: str, tmp: Path) -> list[str]:
     return outputs
 
 
+@contextlib.contextmanager
+def registries_restored():
+    """A page may register a config rule or a player strategy as its example does (docs/
+    training.md); the registries are as they were once the page has run, so a test that later
+    runs in the same worker sees only the built-in rules."""
+    from fairgames.game.players.keys import strategies_changed
+    from fairgames.game.players.multipliers.registry import MULTIPLIER_PLAYERS
+    from fairgames.game.players.theta import THETA_PLAYERS
+    from fairgames.train.config import checks
+
+    groups = {name: (rules.schema, dict(rules.validators))
+              for name, rules in checks._GROUPS.items()}
+    strategies = [(d, dict(d)) for d in (MULTIPLIER_PLAYERS, THETA_PLAYERS)]
+    try:
+        yield
+    finally:
+        checks._GROUPS.clear()
+        for name, (schema, validators) in groups.items():
+            checks._GROUPS[name] = checks.GroupRules(schema=schema, validators=validators)
+        if any(d != saved for d, saved in strategies):
+            for d, saved in strategies:
+                d.clear()
+                d.update(saved)
+            strategies_changed()
+
+
 @pytest.fixture
 def page_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    return tmp_path
+    with registries_restored():
+        yield tmp_path
 
 
 @pytest.mark.parametrize("page", RUNNABLE_PAGES)
