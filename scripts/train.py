@@ -21,7 +21,10 @@ errors (Hydra's own: an unknown group option or key, an override that does not p
 bad values, a problem string that does not parse, a data option the loader refuses) are
 reported in one message without a traceback and exit with status 2; a missing or damaged raw
 data file exits with status 1. ``families=[module,...]`` imports families of your own before
-the config is composed (:mod:`fairgames.families`), so that their options compose.
+the config is composed (:mod:`fairgames.families`), so that their options compose. The value
+returned to a Hydra sweeper is :func:`fairgames.train.sweeps.score.score`'s: the validation
+objective of a run that meets its constraints on train, more than any such for one that does
+not; never test.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import hydra
 import torch.distributed
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException, OverrideParseException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
@@ -55,6 +59,7 @@ from fairgames.train.results.early_stop import early_stop_line
 from fairgames.train.results.report import largest_violation
 from fairgames.train.results.verdict import verdict_lines
 from fairgames.train.sweeps.launch import LAUNCHERS
+from fairgames.train.sweeps.score import score
 from fairgames.train.sweeps.tune import one_thread_per_job, tune
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
@@ -109,7 +114,7 @@ def main(cfg: DictConfig) -> float | None:
         say(f"stopped at step {result.engine.step} (trainer.stop_after): checkpoint "
             f"{result.engine.last_checkpoint}; resume with: "
             f"{resume_command(result.run_dir, result.engine.parallel_ranks)}")
-        return None
+        return sweeper_value(None)
     say(summary_line(result.run_dir, result.results))
     stopped = early_stop_line(result.results)
     if stopped is not None:                  # trainer.early_stop ended the game: where, why
@@ -117,7 +122,17 @@ def main(cfg: DictConfig) -> float | None:
     for line in summary_lines(result.results):   # the families' own: robust, reduction, ...
         say(line)
     say("\n".join(verdict_lines(result.results["verdict"])))
-    return result.results["solutions"]["recommended"]["test"]["objective"]
+    return sweeper_value(result.results)
+
+
+def sweeper_value(results: dict | None) -> float:
+    """What a Hydra sweeper minimises (:mod:`fairgames.train.sweeps.score`): the validation
+    objective of a run feasible on train, more than any such for one that is not; never test.
+    Under ``-m`` a run it cannot score says so."""
+    value, warning = score(results)
+    if warning is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
+        say(f"warning: {warning}", err=True)
+    return value
 
 
 def resume_command(run_dir: Path | str | None, world_size: int = 1) -> str:
@@ -184,7 +199,7 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
     results = json.loads((Path(run_dir) / "results.json").read_text())
     say(summary_line(run_dir, results))
     say("\n".join(verdict_lines(results["verdict"])))
-    return results["solutions"]["recommended"]["test"]["objective"]
+    return sweeper_value(results)
 
 
 def cli() -> None:

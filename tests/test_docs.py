@@ -65,6 +65,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/training.md",
      "torchrun --nproc_per_node 2 scripts/train.py trainer.distributed=true"): _TORCHRUN,
     ("docs/training.md", "tensorboard --logdir runs"): "a server that runs until stopped",
+    ("docs/training.md", "pip install hydra-optuna-sweeper"): "installs a package (the test "
+                                                            "extra has it)",
+    ("docs/training.md", "python scripts/train.py -m hydra/sweeper=optuna "
+                         "hydra.sweeper.n_trials=20 'optimizer.lr=tag(log, interval(0.01, 1))' "
+                         "'algorithm.multiplier_lr=tag(log, interval(0.1, 10))'"):
+        "20 full runs (tests/train/test_train_sweep_score.py runs a 4-trial Optuna sweep)",
     ("docs/training.md", "python scripts/train.py families=[warm_ascent] algorithm=lagrangian "
                          "algorithm.multipliers=warm_ascent algorithm.warm_steps=7"):
         "needs the page's class saved by the reader as warm_ascent.py "
