@@ -36,6 +36,7 @@ def test_multirun_sweep_and_frontier(tmp_path):
         seen.add((res["config"]["problem"]["tolerance"], res["config"]["seed"]))
         assert (f.parent / ".hydra" / "config.yaml").is_file()   # Hydra's record of the config
     assert seen == {(0.02, 0), (0.02, 1), (0.1, 0), (0.1, 1)}
+    _check_summary(sweep, out.stdout)
 
     fr = _script("scripts/frontier.py", str(sweep))
     assert fr.returncode == 0, fr.stderr[-3000:]
@@ -121,3 +122,42 @@ def test_lower_envelope_equals_brute_force(seed):
     # among exact duplicates the envelope keeps one
     assert sorted({(x[i], y[i]) for i in got}) == sorted({(x[i], y[i]) for i in want})
     assert [x[i] for i in got] == sorted(x[i] for i in got)
+
+
+def _check_summary(sweep: Path, printed: str) -> None:
+    """The multirun's summary (printed and summary.csv): one row per job, its own settings only
+    (those every job shares left out), the recommended solution's numbers as results.json has
+    them, and whether it meets its constraints on train."""
+    table = pd.read_csv(sweep / "summary.csv")
+    assert printed.count("| job | settings |") == 1 and f"sweep {sweep}: 4 jobs" in printed
+    assert (sweep / "summary.md").read_text().strip() == printed[printed.index(
+        f"sweep {sweep}"):].strip()
+    assert list(table["job"]) == [0, 1, 2, 3]
+    for row in table.itertuples():
+        res = json.loads((sweep / str(row.job) / "results.json").read_text())
+        cfg = res["config"]
+        assert row.settings == (f"problem.tolerance={cfg['problem']['tolerance']} "
+                                f"seed={cfg['seed']}")
+        rec = res["solutions"]["recommended"]
+        for split in ("train", "validation", "test"):
+            worst = max(c["violation"] for c in rec[split]["constraints"].values())
+            assert getattr(row, f"violation_{split}") == pytest.approx(worst)
+            assert getattr(row, f"objective_{split}") == pytest.approx(rec[split]["objective"])
+        met = all(c["status"] in ("met", "not_significant", "missed_on_test")   # met on train
+                  for c in res["verdict"]["constraints"].values())
+        assert (row.met_on_train == "yes") == met
+
+
+def test_a_job_that_left_no_results_is_listed_as_such(tmp_path):
+    from fairgames.train.sweeps.score import UNSCORED
+    from fairgames.train.sweeps.summary import summarize, summary_table
+
+    for job, tol in ((0, 0.1), (1, 0.2)):
+        (tmp_path / str(job) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(job) / ".hydra" / "overrides.yaml").write_text(
+            f"- data=synthetic\n- problem.tolerance={tol}\n")
+    table = summary_table(tmp_path)
+    assert list(table["settings"]) == ["problem.tolerance=0.1", "problem.tolerance=0.2"]
+    assert list(table["solution"]) == ["no results"] * 2
+    assert list(table["score"]) == [UNSCORED] * 2
+    assert "2 jobs, 0 meet their constraints on train" in summarize(tmp_path)
