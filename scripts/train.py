@@ -60,7 +60,7 @@ from fairgames.train.results.report import largest_violation
 from fairgames.train.results.verdict import verdict_lines
 from fairgames.train.sweeps.launch import LAUNCHERS
 from fairgames.train.sweeps.score import score
-from fairgames.train.sweeps.tune import one_thread_per_job, tune
+from fairgames.train.sweeps.tune import bars_garble, one_thread_per_job, tune
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 # Hydra's own (an unknown group option or key, an override that does not parse, a value of
@@ -84,6 +84,10 @@ def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = cfg.run_dir or hydra_cfg.runtime.output_dir
     one_thread_per_job(hydra_cfg.get("launcher"))
+    if bars_garble(hydra_cfg.get("launcher"), hydra_cfg.overrides.task):
+        # each job says when it starts and prints its summary when it ends
+        cfg.trainer.progress = False
+        say(f"job {hydra_cfg.job.num} started: {' '.join(hydra_cfg.overrides.task)}")
     LOG.info("run directory %s; overrides: %s", run_dir, " ".join(hydra_cfg.overrides.task))
     if cfg.trainer.tune is not None:
         return _tuned(cfg, run_dir, list(hydra_cfg.overrides.task))

@@ -161,3 +161,22 @@ def test_a_job_that_left_no_results_is_listed_as_such(tmp_path):
     assert list(table["solution"]) == ["no results"] * 2
     assert list(table["score"]) == [UNSCORED] * 2
     assert "2 jobs, 0 meet their constraints on train" in summarize(tmp_path)
+
+
+# two joblib processes: about 65 s here; the rule's fast check is the doctest of
+# fairgames.train.sweeps.tune.bars_garble
+@pytest.mark.slow
+def test_jobs_side_by_side_print_lines_not_interleaved_bars(tmp_path):
+    """joblib's jobs share the terminal: no progress bar (tqdm's ``train:``), a start line per
+    job and each job's summary; the user's own trainer.progress=true still wins."""
+    sweep = tmp_path / "sweep"
+    out = _script("scripts/train.py", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                  "data=synthetic", "data.n=600", "trainer.steps=20", "trainer.log_every=10",
+                  "trainer.plots=false", "trainer.bootstrap=0", "trainer.tensorboard=false",
+                  "seed=0,1", f"hydra.sweep.dir={sweep}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "train:" not in out.stderr
+    assert "job 0 started: " in out.stdout and "job 1 started: " in out.stdout
+    assert out.stdout.count(": recommended (") == 2
+    results = [json.loads(f.read_text()) for f in sweep.rglob("results.json")]
+    assert [r["config"]["trainer"]["progress"] for r in results] == [False, False]

@@ -157,8 +157,33 @@ def one_thread_per_job(launcher: Mapping[str, Any] | None) -> None:
         >>> torch.get_num_threads() == before
         True
     """
-    if launcher is not None and launcher.get("_target_") in SHARED_CORE_TARGETS:
+    if side_by_side(launcher):
         torch.set_num_threads(1)
+
+
+def side_by_side(launcher: Mapping[str, Any] | None) -> bool:
+    """Whether a multirun's jobs run side by side on this machine (joblib's launcher,
+    submitit's local one): they share its cores and its terminal.
+
+    Example:
+        >>> side_by_side({"_target_": LAUNCHER_TARGET}), side_by_side(None)
+        (True, False)
+    """
+    return launcher is not None and launcher.get("_target_") in SHARED_CORE_TARGETS
+
+
+def bars_garble(launcher: Mapping[str, Any] | None, overrides: Sequence[str]) -> bool:
+    """Whether a job's progress bar is turned off: its multirun's jobs run side by side and
+    share one terminal, and the command line did not set ``trainer.progress`` itself.
+
+    Example:
+        >>> joblib = {"_target_": LAUNCHER_TARGET}
+        >>> bars_garble(joblib, ["seed=1"]), bars_garble(joblib, ["trainer.progress=true"])
+        (True, False)
+        >>> bars_garble(None, ["seed=1"])
+        False
+    """
+    return side_by_side(launcher) and "trainer.progress" not in map(override_key, overrides)
 
 
 # --------------------------------------------------------------------------- selection
