@@ -14,6 +14,7 @@ import pytest
 import torch
 from sklearn.metrics import recall_score
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
@@ -30,6 +31,7 @@ from fairgames.train import (
     load_schema,
 )
 from fairgames.train.data import load_splits
+from fairgames.train.results.outputs import flatten, hparams_of
 
 
 def _splits(result):
@@ -136,7 +138,16 @@ def test_tensorboard_has_the_expected_tags(eo_run):
     true = [e.value for e in ea.Scalars("objective/true")]
     sur = [e.value for e in ea.Scalars("objective/surrogate")]
     assert all(s >= t - 1e-6 for s, t in zip(sur, true, strict=True))
-    assert "_hparams_/session_start_info" in ea.PluginTagToContent("hparams")
+    # hparams: the settings the run used — no robust.* of a non-robust run but its name, no
+    # tuning grid, no output setting, nothing unset (docs/training.md, "TensorBoard")
+    start = ea.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    logged = dict(HParamsPluginData.FromString(start).session_start_info.hparams)
+    config = eo_run.results["config"]
+    assert set(logged) == set(hparams_of(config))
+    assert [k for k in logged if k.startswith("robust.")] == ["robust.name"]
+    assert not any(k.startswith("trainer.tune_grid") or k == "run_dir" for k in logged)
+    assert logged["optimizer.lr"].number_value == config["optimizer"]["lr"]
+    assert len(logged) < len(flatten(config)) - 30
     # One event file: the hparams and final metrics go through the run's own writer.
     assert len(list(eo_run.run_dir.glob("events.out.tfevents.*"))) == 1
     assert len(ea.Scalars("final/stochastic/test/error")) == 1

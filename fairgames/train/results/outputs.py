@@ -61,8 +61,8 @@ def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str,
 
 def log_final(logger: RunLogger, step: int, results: Mapping[str, Any]) -> None:
     """TensorBoard: every solution's objective, error or mse / mae, and largest violation on
-    every split, at ``step``, and the config as hparams."""
-    hparams = flatten(results["config"])
+    every split, at ``step``, and the settings the run used as hparams (:func:`hparams_of`)."""
+    hparams = hparams_of(results["config"])
     metrics = {}
     for sol, per_split in results["solutions"].items():
         for split in SPLITS:
@@ -77,6 +77,47 @@ def log_final(logger: RunLogger, step: int, results: Mapping[str, Any]) -> None:
             metrics[f"final/{sol}/{split}/max_violation"] = math.nan if worst is None else worst
     logger.scalars(step, metrics)
     logger.hparams(hparams, metrics)
+
+
+# Where a run writes and how it shows progress: not settings of the model it trains.
+OUTPUT_KEYS = ("run_dir", "families", "trainer.resume", "trainer.stop_after", "trainer.progress",
+               "trainer.tensorboard", "trainer.plots", "trainer.eval_chunk", "trainer.log_every",
+               "trainer.checkpoint_every", "problem.description")
+
+
+def hparams_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a run used, flattened, for TensorBoard's hparams: none of a group turned
+    off (``robust=none``: its name only; the tuning grid of an untuned run; early stopping's
+    settings when it is off), no unset key (null: a recipe's or preset's default, recorded
+    resolved elsewhere), no output setting (:data:`OUTPUT_KEYS`). ``trainer.batch_size``'s
+    null is the full batch, kept as ``"full"``.
+
+    Example:
+        >>> cfg = {"robust": {"name": "none", "gamma": 0.1}, "seed": 0, "run_dir": "runs/x",
+        ...        "trainer": {"batch_size": None, "tune": None, "tune_grid": {"lr": [1.0]},
+        ...                    "early_stop": {"enabled": False, "patience": 3}},
+        ...        "algorithm": {"name": "lagrangian", "radius": None}}
+        >>> hparams_of(cfg)
+        {'robust.name': 'none', 'seed': 0, 'trainer.batch_size': 'full', \
+'trainer.early_stop.enabled': False, 'algorithm.name': 'lagrangian'}
+    """
+    trainer = config.get("trainer", {})
+    off = [f"{group}." for group in config
+           if isinstance(config[group], Mapping) and config[group].get("name") == "none"]
+    if trainer.get("tune") is None:
+        off.append("trainer.tune_grid.")
+    if not trainer.get("early_stop", {}).get("enabled", False):
+        off.append("trainer.early_stop.")
+    out = {}
+    for key, value in flatten(config).items():
+        if key == "trainer.batch_size" and value == "null":
+            value = "full"
+        dropped = (key in OUTPUT_KEYS or value == "null" or
+                   any(key.startswith(prefix) and not key.endswith((".name", ".enabled"))
+                       for prefix in off))
+        if not dropped:
+            out[key] = value
+    return out
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
