@@ -10,7 +10,8 @@ to it (or to ``--out``):
   the lower convex envelope of (unfairness, ``--metric``) per algorithm and solution, chosen
   on train (paper 003's protocol) and read on ``--split``;
 * ``frontier.png`` — achieved unfairness against ``--metric`` (error, objective / loss, mse,
-  mae), the envelopes dashed; ``--panels train,test`` draws one panel per split.
+  mae) on the split its title names, for the recommended solution (``--solutions all``: every
+  solution), the envelopes dashed; ``--panels train,test`` draws one panel per split.
 
 ``--unfairness`` is the x axis: ``ks`` (the exact KS disparity regression runs report; the
 default where the runs have it), ``grid`` (the grid's worst gap) or ``constraints`` (the
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="x axis (default: ks where the runs report it, else constraints)")
     parser.add_argument("--panels", default=None,
                         help="comma-separated splits drawn side by side, e.g. train,test")
+    parser.add_argument("--solutions", default="recommended",
+                        help="comma-separated solutions drawn (default: recommended, the one "
+                             "to deploy; 'all': final, best_iterate, stochastic too)")
     args = parser.parse_args(argv)
     try:
         rows = collect(args.sweep_dir)
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     table.to_csv(out / "frontier.csv", index=False)
     md = to_markdown(table)
     (out / "frontier.md").write_text(md + "\n")
-    plot_frontier(tables if args.panels else table, out / "frontier.png", metric, unfairness)
+    solutions = None if args.solutions == "all" else args.solutions.split(",")
+    plot_frontier(tables, out / "frontier.png", metric, unfairness, solutions)
     print(md)
     print(f"\nwrote {out / 'frontier.csv'}, {out / 'frontier.md'}, {out / 'frontier.png'}")
     return 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,8 @@ from fairgames.game.presets import large_game_preset
 
 from .config import AlgorithmConfig, ConfigError, TrainerConfig
 from .context import Helpers, RunContext, RunProblem, total_steps
-from .data import constraint_holdout
+from .data import constraint_holdout, predict_scores
+from .evaluation import SolutionEvaluator
 from .loop.engine import (
     BatchSettings,
     CheckpointSettings,
@@ -45,6 +46,7 @@ from .method import Method, Trained, extensions, one_extension, training_record
 from .problem import evaluator as run_evaluator
 from .results.early_stop import EarlyStop, StopRule, disabled_record, early_stop_mapping
 from .results.outputs import plot_game
+from .results.report import largest_violation
 from .results.solutions import score_candidates
 
 # A holdout run's two row sets (θ's and the multipliers'), in its run directory.
@@ -171,7 +173,7 @@ def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
                               seed=inputs.seed),
         logging=LogSettings(every=trainer.log_every, logger=logger, progress=trainer.progress
                             and (inputs.parallel is None or inputs.parallel.writes),
-                            extra=_extension_scalars(ctx, built, model)),
+                            extra=_log_scalars(ctx, helpers, built, model)),
         snapshots=SnapshotSettings(every=trainer.snapshot_every,
                                    max_kept=trainer.max_snapshots,
                                    strategy=trainer.snapshot_strategy,
@@ -195,11 +197,15 @@ def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
     return Game(model, copt, engine, logger, data, rows_file, steps)
 
 
-def _extension_scalars(ctx: RunContext, built: RunProblem, model: torch.nn.Module) -> Any:
-    """The extensions' log-time scalars as one function of the model (``None``: none)."""
+def _log_scalars(ctx: RunContext, helpers: Helpers, built: RunProblem,
+                 model: torch.nn.Module) -> Any:
+    """The log-time scalars beyond the game's own — the validation curves and the
+    extensions' — as one function of the model (``None``: none)."""
     evaluator = run_evaluator(ctx, built, model)
     found = [f for ext in extensions()
              if (f := ext.log_scalars(ctx, built, evaluator)) is not None]
+    if ctx.inputs.trainer.validation_curves:
+        found.insert(0, _validation_scalars(ctx, helpers, evaluator))
     if not found:
         return None
     if len(found) == 1:
@@ -207,6 +213,28 @@ def _extension_scalars(ctx: RunContext, built: RunProblem, model: torch.nn.Modul
 
     def scalars(m: torch.nn.Module) -> dict[str, float | None]:
         return {k: v for f in found for k, v in f(m).items()}
+
+    return scalars
+
+
+def _validation_scalars(ctx: RunContext, helpers: Helpers, evaluator: SolutionEvaluator
+                        ) -> Callable[[torch.nn.Module], dict[str, float | None]]:
+    """The model on the whole validation split at a log interval — the split candidates are
+    chosen on, where the training batch's curves say nothing: ``validation/objective``,
+    ``validation/max_violation`` and ``validation/constraint/<name>`` (``None``: undefined,
+    a subset with no validation row). Exact counts, in eval mode, outside the step."""
+    ds, chunk = ctx.splits.validation, ctx.inputs.trainer.eval_chunk
+    base = helpers.baselines["validation"] if helpers.baselines else None
+
+    def scalars(model: torch.nn.Module) -> dict[str, float | None]:
+        with torch.no_grad():
+            m = evaluator.evaluate(ds, predict_scores(model, ds.features, chunk),
+                                   baseline_scores=base)
+        out = {"validation/objective": m["objective"],
+               "validation/max_violation": largest_violation(m)}
+        out.update({f"validation/constraint/{n}": c["value"]
+                    for n, c in m["constraints"].items()})
+        return out
 
     return scalars
 

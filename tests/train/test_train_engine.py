@@ -138,6 +138,16 @@ def test_tensorboard_has_the_expected_tags(eo_run):
     true = [e.value for e in ea.Scalars("objective/true")]
     sur = [e.value for e in ea.Scalars("objective/surrogate")]
     assert all(s >= t - 1e-6 for s, t in zip(sur, true, strict=True))
+    # The validation curves: at the last step the model is the final solution, whose
+    # validation figures results.json has from the exact evaluation after training.
+    final = eo_run.results["solutions"]["final"]["validation"]
+    assert [e.step for e in ea.Scalars("validation/objective")] == steps
+    assert ea.Scalars("validation/objective")[-1].value == pytest.approx(final["objective"])
+    for name, c in final["constraints"].items():
+        assert ea.Scalars(f"validation/constraint/{name}")[-1].value == pytest.approx(
+            c["value"], abs=1e-6)
+    assert ea.Scalars("validation/max_violation")[-1].value == pytest.approx(
+        max(c["violation"] for c in final["constraints"].values()), abs=1e-6)
     # hparams: the settings the run used — no robust.* of a non-robust run but its name, no
     # tuning grid, no output setting, nothing unset (docs/training.md, "TensorBoard")
     start = ea.PluginTagToContent("hparams")["_hparams_/session_start_info"]
@@ -174,6 +184,7 @@ def test_report_and_dynamics_plot(eo_run):
         in report
     png = (eo_run.run_dir / "dynamics.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert "## Plots\n\n![dynamics.png](dynamics.png)" in report     # shown where it renders
     history = eo_run.engine.history
     assert [h["step"] for h in history] == list(range(25, eo_run.engine.step + 1, 25))
 

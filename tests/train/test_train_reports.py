@@ -154,3 +154,34 @@ def test_a_full_batch_plot_is_not_smoothed():
         assert "train, full batch" in fig.axes[1].get_title()
     finally:
         plt.close(fig)
+
+
+def test_the_dynamics_plot_draws_validation_labels_its_axes_and_tells_equal_series_apart():
+    import matplotlib.pyplot as plt
+
+    from fairgames.train.results.report import dynamics_figure
+    history = _history()
+    for i, h in enumerate(history):
+        h["constraints"]["eo_twin"] = h["constraints"]["eo"]      # two series, equal values
+        h["multipliers"]["eo_twin"] = h["multipliers"]["eo"]
+        h["extra"] = {"validation/objective": 0.25 + 0.001 * i,
+                      "validation/constraint/eo": -0.01 * i}
+    fig = dynamics_figure(history, minibatch=False)
+    try:
+        objective, constraints, multipliers = fig.axes
+        assert [ax.get_ylabel() for ax in fig.axes] == [
+            "objective", "constraint value g", "multiplier λ"]
+        lines = {ln.get_label(): ln for ax in fig.axes for ln in ax.get_lines()}
+        np.testing.assert_allclose(lines["validation (whole split)"].get_ydata(),
+                                   [h["extra"]["validation/objective"] for h in history])
+        np.testing.assert_allclose(lines["eo (validation)"].get_ydata(),
+                                   [h["extra"]["validation/constraint/eo"] for h in history])
+        assert lines["eo (validation)"].get_color() == lines["eo"].get_color()
+        assert "eo_twin (validation)" not in lines        # not logged: not drawn
+        for ax in (constraints, multipliers):
+            pair = [ln for ln in ax.get_lines() if ln.get_label() in ("eo", "eo_twin")]
+            assert len(pair) == 2
+            assert (pair[0].get_linestyle(), pair[0].get_marker()) != (
+                pair[1].get_linestyle(), pair[1].get_marker())
+    finally:
+        plt.close(fig)

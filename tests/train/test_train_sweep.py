@@ -180,3 +180,33 @@ def test_jobs_side_by_side_print_lines_not_interleaved_bars(tmp_path):
     assert out.stdout.count(": recommended (") == 2
     results = [json.loads(f.read_text()) for f in sweep.rglob("results.json")]
     assert [r["config"]["trainer"]["progress"] for r in results] == [False, False]
+
+
+def test_the_frontier_plot_names_its_split_shows_the_recommended_and_labels_apart(tmp_path,
+                                                                                 monkeypatch):
+    """Four tolerances whose points nearly coincide: no two tolerance labels overlap once
+    drawn; the title names the split; one line (the recommended solution), not four."""
+    import matplotlib.pyplot as plt
+
+    from fairgames.train.sweeps import sweep as sweep_module
+
+    rows = [{"problem": "p", "data": "d", "algorithm": "a", "tolerance": t,
+             "tolerance_kind": "difference", "seed": seed, "solution": sol, "split": "test",
+             "objective": 0.25 + 0.001 * i + 0.02 * (2 * seed - 1),
+             "error": 0.25 + 0.001 * i + 0.02 * (2 * seed - 1), "max_violation": 0.0,
+             "max_value": 0.27 - t + 0.002 * i + 0.1 * (2 * seed - 1), "run_dir": f"r{i}"}
+            for i, t in enumerate((0.01, 0.02, 0.05, 0.1)) for seed in (0, 1)
+            for sol in ("recommended", "final", "best_iterate", "stochastic")]
+    table = sweep_module.frontier(pd.DataFrame(rows), "test", envelope_split=None)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)           # keep the figure to inspect
+    sweep_module.plot_frontier({"test": table}, tmp_path / "f.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert "on test" in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["recommended"]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.texts]
+    assert sorted(t.get_text() for t in ax.texts) == ["0.01", "0.02", "0.05", "0.1"]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close("all")

@@ -242,7 +242,9 @@ class TrainerConfig:
       label) that θ does not train on, as Cotter et al. split their training data; validation
       stays untouched, and results on ``train`` are on the whole training split.
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
-      (rows per evaluation chunk).
+      (rows per evaluation chunk), ``validation_curves`` (the model on the whole validation
+      split at every log interval, beside the training batch's curves: the split the best
+      iterate is chosen on).
     * ``bootstrap``: resamples of the constraints' 95 % percentile bootstrap intervals in
       ``results.json`` and the verdict (stratified by group × label; 0: no intervals).
     * ``tune``: ``null`` (one run) or ``validation``: a Hydra multirun on the joblib launcher
@@ -285,6 +287,7 @@ class TrainerConfig:
     progress: bool = True
     tensorboard: bool = True
     plots: bool = True
+    validation_curves: bool = True
     selection_split: str = "validation"
     constraint_split: str = "train"
     constraint_fraction: float = 0.5

@@ -90,12 +90,12 @@ def write_run(ctx: RunContext, built: RunProblem, trained: Trained,
     inputs, run_dir = ctx.inputs, ctx.inputs.run_dir
     if run_dir is None:
         return
-    write_files(run_dir, dict(results), built.statements, ctx.extras["solutions"],
-                inputs.model.config, metadata=trained.metadata)
     logger = trained.logger or RunLogger(run_dir, enabled=inputs.trainer.tensorboard)
     try:
-        if trained.write is not None:
+        if trained.write is not None:      # first: report.md shows the plots it writes
             trained.write(Path(run_dir), results, logger)
+        write_files(run_dir, dict(results), built.statements, ctx.extras["solutions"],
+                    inputs.model.config, metadata=trained.metadata)
         log_final(logger, trained.steps, results)
     finally:
         if trained.logger is None:

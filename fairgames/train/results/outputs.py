@@ -47,7 +47,8 @@ def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str,
     """``results.json``, ``report.md`` and the solution files (``metadata``: more plain data
     for every solution file)."""
     write_json(results, run_dir / "results.json")
-    (run_dir / "report.md").write_text(render_report(results, statements))
+    plots = sorted(p.name for p in run_dir.glob("*.png"))     # the method's, written before
+    (run_dir / "report.md").write_text(render_report(results, statements, plots))
     write_tables(results, run_dir)          # groups.csv, constraints.csv
     for name, solution in solutions.items():
         # recommended.pt says what it is and why (results.json's training.recommended)

@@ -242,9 +242,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> str:
+def render_report(results: Mapping[str, Any], statements: Mapping[str, Any],
+                  plots: Sequence[str] = ()) -> str:
     """``report.md``: the problem, a summary per solution and split, constraints, per-group
-    rates on the test split, and the game's final state."""
+    rates on the test split, the game's final state, and the run's ``plots`` (file names in
+    the run directory) shown where a Markdown viewer renders images."""
     cfg = results["config"]
     out = [f"# fairgames run: {statements.get('name', 'problem')} on "
            f"{cfg.get('data', {}).get('name', 'data')}", ""]
@@ -255,6 +257,11 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any]) -> 
         out += verdict_section(results["verdict"])
     out += _solutions_section(results["training"], results["solutions"])
     out += _game_section(results["training"])
+    if plots:
+        out += ["## Plots", ""]
+        for name in plots:
+            out += [f"![{name}]({name})", ""]
+        out += ["What each plot shows: docs/training.md, \"Outputs (the run directory)\".", ""]
     return "\n".join(out)
 
 
@@ -411,21 +418,50 @@ def smoothed(values: Sequence[float], window: int | None = None) -> list[float]:
     return out
 
 
+# Line styles and markers cycled over a panel's series, so that two series with equal values
+# (parity rates of two groups, a bound met exactly) stay distinguishable where they overlap.
+SERIES_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "v"), ((0, (5, 1, 1, 1)), "D"),
+                 ((0, (1, 2)), "P"))
+VALIDATION = "validation/"     # the log-time scalars of the whole validation split
+
+
+def series_style(i: int, points: int) -> dict[str, Any]:
+    """The ``i``-th series' line style and sparse markers (offset per series, so that
+    markers of overlapping lines alternate rather than cover one another).
+
+    Example:
+        >>> series_style(1, 40)["ls"], series_style(1, 40)["markevery"]
+        ('--', (1, 5))
+    """
+    ls, marker = SERIES_STYLES[i % len(SERIES_STYLES)]
+    every = max(1, points // 8)
+    return {"ls": ls, "marker": marker, "markevery": (i % every, every), "ms": 4}
+
+
 def _curve(ax: Any, steps: Sequence[int], values: Sequence[float | None], label: str,
-           smooth: bool, **style: Any) -> None:
+           smooth: bool, **style: Any) -> Any:
     """One series: raw (faint when smoothed) with its moving average, and every non-finite
-    value (None, NaN, ±inf) marked with an ``x`` at the top of the axes."""
+    value (None, NaN, ±inf) marked with an ``x`` at the top of the axes. Returns its colour."""
     v = [math.nan if x is None else float(x) for x in values]
     finite = [x if math.isfinite(x) else math.nan for x in v]
     if smooth and len(v) >= SMOOTH_MIN_POINTS:
-        line = ax.plot(steps, finite, alpha=0.25, lw=0.8, **style)[0]
-        ax.plot(steps, smoothed(v), label=label, color=line.get_color(), **style)
+        faint = {k: x for k, x in style.items() if k not in ("marker", "markevery", "ms")}
+        line = ax.plot(steps, finite, alpha=0.25, lw=0.8, **faint)[0]
+        ax.plot(steps, smoothed(v), label=label, **{**style, "color": line.get_color()})
     else:
         line = ax.plot(steps, finite, label=label, **style)[0]
     bad = [s for s, x in zip(steps, v, strict=True) if not math.isfinite(x)]
     if bad:
         ax.plot(bad, [1.0] * len(bad), "x", color=line.get_color(), clip_on=False,
                 transform=ax.get_xaxis_transform(), label=f"{label}: not finite")
+    return line.get_color()
+
+
+def _validation(history: Sequence[Mapping[str, Any]], key: str) -> list[float | None] | None:
+    """The whole validation split's ``key`` per logged step (``trainer.validation_curves``),
+    ``None`` when the run did not log it."""
+    values = [h.get("extra", {}).get(VALIDATION + key) for h in history]
+    return values if any(v is not None for v in values) else None
 
 
 def dynamics_figure(history: Sequence[Mapping[str, Any]],
@@ -434,9 +470,10 @@ def dynamics_figure(history: Sequence[Mapping[str, Any]],
                     tolerance: float | None = None) -> Any:
     """The figure of :func:`plot_dynamics`: objective, constraint values and multipliers
     over the logged steps, the constraints titled with the ``split`` the game measured them
-    on (the objective is θ's, on train); minibatch
-    curves (``minibatch``) smoothed with the raw ones faint; the bound ``g = 0`` drawn (with
-    the problem's ``tolerance`` in its label); non-finite values marked ``x``."""
+    on (the objective is θ's, on train); minibatch curves (``minibatch``) smoothed with the
+    raw ones faint; the model on the whole validation split beside them where the run logged
+    it (dash-dot, the constraint's colour); the bound ``g = 0`` drawn (with the problem's
+    ``tolerance`` in its label); non-finite values marked ``x``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -444,37 +481,47 @@ def dynamics_figure(history: Sequence[Mapping[str, Any]],
 
     steps = [h["step"] for h in history]
     batching = "minibatches" if minibatch else "full batch"
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), constrained_layout=True)
     ax = axes[0]
     _curve(ax, steps, [h["objective_true"] for h in history], "true", minibatch)
     sur = [h.get("objective_surrogate") for h in history]
     if any(v is not None for v in sur):
         _curve(ax, steps, sur, "surrogate", minibatch, ls="--")
-    ax.set_title(f"objective (train, {batching})")
-    ax.set_xlabel("step")
-    ax.legend(fontsize="small")
+    val = _validation(history, "objective")
+    if val is not None:
+        _curve(ax, steps, val, "validation (whole split)", False, ls="-.", color="tab:green")
+    _axes(ax, f"objective (train, {batching})", "objective")
     ax = axes[1]
     names = list(history[0]["constraints"]) if history else []
-    for n in names[:max_lines]:
-        _curve(ax, steps, [h["constraints"][n] for h in history], n, minibatch)
+    for i, n in enumerate(names[:max_lines]):
+        color = _curve(ax, steps, [h["constraints"][n] for h in history], n, minibatch,
+                       **series_style(i, len(steps)))
+        val = _validation(history, f"constraint/{n}")
+        if val is not None:
+            _curve(ax, steps, val, f"{n} (validation)", False, color=color, ls="-.", lw=1.0)
     bound = "g = 0: the bound" + (f" (tolerance {tolerance:g} included)"
                                   if tolerance is not None else "")
     ax.axhline(0.0, color="k", lw=0.8, ls="--", label=bound)
-    ax.set_title(f"constraint values g, violated when > 0 ({split}, {batching})")
-    ax.set_xlabel("step")
-    ax.legend(fontsize="small")
+    _axes(ax, f"constraint values g, violated when > 0 ({split}, {batching})",
+          "constraint value g")
     ax = axes[2]
     rows = list(history[0]["multipliers"]) if history else []
     if constraint_rows is not None:
         rows = [r for r in rows if r in set(constraint_rows)] or rows
-    for r in rows[:max_lines]:
-        _curve(ax, steps, [h["multipliers"][r] for h in history], r, False)
+    for i, r in enumerate(rows[:max_lines]):
+        _curve(ax, steps, [h["multipliers"][r] for h in history], r, False,
+               **series_style(i, len(steps)))
     _curve(ax, steps, [h["objective_weight"] for h in history], "objective weight ω", False,
            color="k", ls=":")
-    ax.set_title("multipliers λ")
-    ax.set_xlabel("step")
-    ax.legend(fontsize="small")
+    _axes(ax, "multipliers λ", "multiplier λ")
     return fig
+
+
+def _axes(ax: Any, title: str, ylabel: str) -> None:
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
 
 
 def plot_dynamics(history: Sequence[Mapping[str, Any]], path: Path,

@@ -226,10 +226,13 @@ def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:
 
 
 def plot_frontier(tables: pd.DataFrame | Mapping[str, pd.DataFrame], path: str | Path,
-                  metric: str = "error", unfairness: str = "constraints") -> None:
-    """Achieved unfairness (x) against ``metric`` (y), one line per (algorithm, solution),
-    points labelled by tolerance, the lower convex envelope (``on_envelope``) dashed; one
-    panel per split of ``tables`` (``{split: frontier table}``), side by side (matplotlib
+                  metric: str = "error", unfairness: str = "constraints",
+                  solutions: Sequence[str] | None = ("recommended",)) -> None:
+    """Achieved unfairness (x) against ``metric`` (y), one line per (algorithm, solution) of
+    ``solutions`` (``None``: every solution; the recommended one by default, where the table
+    has it — four overlaid solutions hide one another), points labelled by tolerance, the
+    lower convex envelope (``on_envelope``) dashed; one panel per split of ``tables``
+    (``{split: frontier table}``, the split named in its title), side by side (matplotlib
     Agg)."""
     import matplotlib
 
@@ -240,13 +243,24 @@ def plot_frontier(tables: pd.DataFrame | Mapping[str, pd.DataFrame], path: str |
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False,
                              constrained_layout=True)
     for ax, (split, table) in zip(axes[0], panels.items(), strict=True):
-        _draw_panel(ax, table, metric)
+        shown = table
+        if solutions is not None and table["solution"].isin(solutions).any():
+            shown = table[table["solution"].isin(solutions)]
+        _draw_panel(ax, shown, metric)
         ax.set_xlabel(UNFAIRNESS[unfairness])
-        ax.set_ylabel(f"{metric} (mean over seeds)")
-        ax.set_title("fairness–accuracy frontier" + (f": {split}" if split else ""))
+        ax.set_ylabel(f"{metric} (mean ± sd over seeds)")
+        ax.set_title("fairness–accuracy frontier" + (f" on {split}" if split else "")
+                     + " (labels: tolerance)")
         ax.legend(fontsize="small")
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+# Where a point's tolerance label may go (points), tried in order: the first place whose box
+# overlaps no label placed before it wins, so close points' labels do not overprint.
+LABEL_OFFSETS = ((6, 6), (6, -14), (-34, 6), (-34, -14), (6, 20), (6, -28), (-34, 20),
+                 (-34, -28))
+LABEL_BOX = (30, 11)     # a label's width and height in points (a few digits, font "small")
 
 
 def _draw_panel(ax: Any, table: pd.DataFrame, metric: str) -> None:
@@ -262,7 +276,27 @@ def _draw_panel(ax: Any, table: pd.DataFrame, metric: str) -> None:
             env = part[part["on_envelope"]]
             ax.plot(env["unfairness_mean"], env[f"{metric}_mean"], "--", lw=2.5, alpha=0.5,
                     color=bars.lines[0].get_color())
-        for _, r in part.iterrows():
-            if r["tolerance"] == r["tolerance"]:
-                ax.annotate(f"{r['tolerance']:g}", (r["unfairness_mean"], r[f"{metric}_mean"]),
-                            textcoords="offset points", xytext=(4, 4), fontsize="small")
+    _label_tolerances(ax, table, metric)
+
+
+def _label_tolerances(ax: Any, table: pd.DataFrame, metric: str) -> None:
+    """Each point's tolerance, placed greedily (:data:`LABEL_OFFSETS`) clear of the labels
+    already placed, with a thin leader line when it sits away from its point."""
+    ax.autoscale_view()
+    scale = ax.figure.dpi / 72.0                        # points → display pixels
+    placed: list[tuple[float, float]] = []
+    w, h = LABEL_BOX[0] * scale, LABEL_BOX[1] * scale
+    for _, r in table.sort_values("unfairness_mean").iterrows():
+        if r["tolerance"] != r["tolerance"]:             # NaN: a run without a tolerance
+            continue
+        xy = (r["unfairness_mean"], r[f"{metric}_mean"])
+        px, py = ax.transData.transform(xy)
+        free = [o for o in LABEL_OFFSETS
+                if all(abs(px + o[0] * scale - x) >= w or abs(py + o[1] * scale - y) >= h
+                       for x, y in placed)]
+        dx, dy = free[0] if free else LABEL_OFFSETS[len(placed) % len(LABEL_OFFSETS)]
+        placed.append((px + dx * scale, py + dy * scale))
+        far = abs(dy) > 14 or dx < -30
+        ax.annotate(f"{r['tolerance']:g}", xy, textcoords="offset points", xytext=(dx, dy),
+                    fontsize="small",
+                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if far else None)
