@@ -329,3 +329,28 @@ def test_column_names_that_are_not_text_and_a_numeric_protected_feature():
     assert s.test.features[:, 1:].argmax(1).tolist() == df[1].to_numpy()[rows].tolist()
     pre = s.metadata["preprocessor"]
     assert torch.equal(pre.transform(df)[rows], s.test.features)
+
+
+# ---------------------------------------------------------------------------- separators
+@pytest.mark.parametrize(("sep", "shown"), [(";", "';'"), ("\t", r"'\\t'")])
+def test_a_csv_of_another_separator_is_named_with_the_option_that_reads_it(
+        frame, splits, tmp_path, sep, shown):
+    """Issue 55: a ';'-separated ``.csv`` read with ',' is one column, and the error blamed
+    a missing column; the message names the separator its header holds and ``data.sep``."""
+    path = tmp_path / "people.csv"
+    frame.to_csv(path, index=False, sep=sep)
+    with pytest.raises(DataArgumentError,
+                       match=rf"people.csv has one column .*{shown}.*data.sep={shown}"):
+        load_table(path, target="y", protected="race", seed=3)
+    s = load_table(path, target="y", protected="race", seed=3, sep=sep)
+    for (_, a), (_, b) in zip(s.items(), splits.items(), strict=True):
+        assert a.feature_names == b.feature_names
+        np.testing.assert_allclose(a.features.numpy(), b.features.numpy(), rtol=0, atol=1e-6)
+        assert torch.equal(a.labels, b.labels)
+
+
+def test_a_one_column_header_without_a_separator_keeps_the_column_message(tmp_path):
+    """A header of one field without ';' or a tab: nothing to suggest, the column error."""
+    (tmp_path / "one.csv").write_text("y\n0\n1\n")
+    with pytest.raises(DataArgumentError, match="unknown protected column 'race'"):
+        load_table(tmp_path / "one.csv", target="y", protected="race")
