@@ -218,6 +218,7 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
     feature_kinds(frame, base.target, base.protected, categorical, numerical,
                   base.include_protected, row_names(frame, source))
     labels, codes = base.labels(frame, source), base.groups(frame, source)
+    _check_group_sizes(base.protected, codes.numpy(), len(frame))
     kind = "label_group" if base.label_kind == "binary" else "group"
     strata = codes.numpy() * 2 + labels.numpy().astype(np.int64) if kind == "label_group" \
         else codes.numpy()
@@ -246,6 +247,20 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
     splits = DatasetSplits(*(full.subset(torch.from_numpy(i)) for i in (train, val, test)),
                            metadata=metadata)
     return with_group_columns(splits, frame, groups)
+
+
+def _check_group_sizes(protected: str, codes: np.ndarray, n: int) -> None:
+    """More groups than half the rows (an identifier, a raw number) leave most groups one
+    row, which cannot lie in both the training and the test split (a stratum of one row
+    stays in train), so no constraint on them could be trained and measured: refused here,
+    naming the column, rather than later as a split too small."""
+    distinct = len(np.unique(codes))
+    if distinct > n / 2 and distinct > 2:
+        raise DataArgumentError(
+            f"the protected column {protected!r} has {distinct} distinct values over {n} rows "
+            "(it looks like an identifier): a group needs rows in both the training and the "
+            "test split; choose another protected column (data.protected=...), or bin it "
+            "into a few groups (e.g. pandas.cut for a number) before loading the table")
 
 
 def with_group_columns(splits: DatasetSplits, frame: pd.DataFrame, columns: Sequence[str]

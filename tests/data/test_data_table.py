@@ -354,3 +354,28 @@ def test_a_one_column_header_without_a_separator_keeps_the_column_message(tmp_pa
     (tmp_path / "one.csv").write_text("y\n0\n1\n")
     with pytest.raises(DataArgumentError, match="unknown protected column 'race'"):
         load_table(tmp_path / "one.csv", target="y", protected="race")
+
+
+# ---------------------------------------------------------------------------- id-like groups
+@pytest.mark.parametrize("ids", [lambda n: np.arange(n), lambda n: [f"p{i}" for i in range(n)],
+                                 lambda n: np.arange(n) // 1.5])
+def test_an_id_like_protected_column_is_named_not_the_row_count(ids):
+    """Issue 55: 2 000 one-row groups were blamed on the row count ("too few for the split");
+    the message counts the column's distinct values over the rows and names the remedy."""
+    n = 2000
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"id": ids(n), "x": rng.normal(size=n), "y": rng.integers(0, 2, n)})
+    distinct = df["id"].nunique()
+    with pytest.raises(DataArgumentError,
+                       match=rf"protected column 'id' has {distinct} distinct values over "
+                             rf"{n} rows \(it looks like an identifier\).*data.protected.*bin"):
+        from_frame(df, target="y", protected="id")
+
+
+def test_many_groups_of_a_few_rows_each_are_still_a_table():
+    """Up to one group per two rows is allowed: 80 rows of 40 values (each label × group
+    stratum two rows) are split as before, not refused."""
+    df = pd.DataFrame({"g": np.repeat(np.arange(40), 2), "x": np.arange(80.0),
+                       "y": np.repeat(np.tile([0, 1], 20), 2)})
+    s = from_frame(df, target="y", protected="g", split=(0.5, 0.5))
+    assert (len(s.train), len(s.test)) == (40, 40) and len(s.train.group_names["g"]) == 40
