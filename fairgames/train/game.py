@@ -114,6 +114,8 @@ def _players(ctx: RunContext, built: RunProblem
         added = [p for ext in extensions() for p in ext.players(ctx)]
         copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=added,
                                     process_group="default" if ctx.inputs.parallel else None)
+    except ConfigError:
+        raise       # a family's own config error (it names its remedy), not the algorithm's
     except ValueError as e:
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.
