@@ -82,9 +82,11 @@ class GameMethod(Method):
             return Trained(None, game.model, lambda choice: {}, engine=game.engine,
                            logger=game.logger, stopped=True)
         unc = ctx.extras.get("unconstrained_model")
-        candidates = score_candidates(game.engine, ctx.splits, helpers.baselines,
-                                      ctx.inputs.trainer,
-                                      {"unconstrained model": unc} if unc is not None else None)
+        with game.engine.finishing():       # a signal now: stop at once, say how to finish
+            candidates = score_candidates(game.engine, ctx.splits, helpers.baselines,
+                                          ctx.inputs.trainer,
+                                          {"unconstrained model": unc} if unc is not None
+                                          else None)
         trainer, statements = ctx.inputs.trainer, problem.statements
 
         def write(run_dir: Path, results: Mapping[str, Any], logger: RunLogger) -> None:
