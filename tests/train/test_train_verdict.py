@@ -257,3 +257,7 @@ def test_the_advice_never_suggests_a_tolerance_out_of_its_range(kind, tolerance,
         assert low <= float(value) and (float(value) <= high if high_closed
                                         else float(value) < high), text
     assert "model=mlp" in text and "no problem.tolerance" in text, text
+    flagged = _one_violated(problem, "c", violation)
+    flagged["training"]["likely_infeasible"] = True
+    text = run_verdict(flagged, {"c": "<="})["constraints"]["c"]["verdict"]
+    assert "likely infeasible: no problem.tolerance" in text and "try no " not in text, text

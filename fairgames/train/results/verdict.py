@@ -132,9 +132,12 @@ def what_to_try(results: Mapping[str, Any], train_violation: float,
     else:
         more = f"trainer.steps={2 * int(training.get('steps') or trainer.get('steps') or 1)}"
     lever = _statement_lever(config.get("problem") or {}, constraint, train_violation)
-    if training.get("likely_infeasible") or lever.startswith("no "):
-        flag = ("the infeasibility monitor flags it as likely infeasible: "
-                if training.get("likely_infeasible") else "")
+    flag = ("the infeasibility monitor flags it as likely infeasible: "
+            if training.get("likely_infeasible") else "")
+    if lever.startswith("no "):         # no tolerance in range passes: the model must do better
+        return (f"{flag}{lever}: try a richer model (model=mlp), {more} or "
+                "trainer.tune=validation")
+    if flag:
         return (f"{flag}try {lever} or a richer model (model=mlp); else {more} or "
                 "trainer.tune=validation")
     return f"try {more}, trainer.tune=validation or {lever}"
