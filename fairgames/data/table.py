@@ -39,6 +39,8 @@ NAME = "table"
 DEFAULT_SPLIT = (0.6, 0.2, 0.2)
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".tsv")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+# Separators a CSV read as one column is checked for (data.sep names the one to use).
+SEPARATORS = (";", "\t", "|")
 DESCRIPTION = ("own table: one-hot categoricals (training values; others all zero; missing "
                "is <missing>), numericals standardised with the training mean and std "
                "(missing: the training median, flagged in <column>=<missing>), "
@@ -109,11 +111,15 @@ def load_table(
     seed: int = 0,
     include_protected: bool = False,
     groups: Sequence[str] = (),
+    sep: str | None = None,
 ) -> DatasetSplits:
     """:func:`from_frame` of a CSV (``.csv``, compressed ``.csv.gz`` ..., ``.tsv``) or
     Parquet (``.parquet``, ``.pq``; needs pyarrow) file: ``data=table data.path=...``.
     Messages about a row name the file and, for a CSV, its line. ``groups`` as for
-    :func:`from_frame` (``data.protected=sex*race`` on the command line).
+    :func:`from_frame` (``data.protected=sex*race`` on the command line). ``sep``: a CSV's
+    field separator (``data.sep``; ``None``: ``,``, and a tab for ``.tsv``); a file that
+    reads as one column whose header holds ``;``, a tab or ``|`` is refused, naming it
+    (no silent guess: the separator a run read its table with is in its config).
 
     Example:
         >>> splits = load_table("my.csv", target="y", protected="sex")   # doctest: +SKIP
@@ -122,8 +128,9 @@ def load_table(
         if value is None:
             raise DataArgumentError(f"own table data needs {key} (data.{key}=... on the "
                                     "command line)")
-    frame = read_table(path)
+    frame = read_table(path, sep=sep)
     p = Path(path)
+    _check_separator(frame, p, sep)
     try:
         splits = _splits(frame, dict(target=target, protected=protected, positive=positive,
                                      label_kind=label_kind, include_protected=include_protected),
@@ -140,9 +147,10 @@ def load_table(
     return splits
 
 
-def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The file as a DataFrame (pandas' CSV reader; pyarrow's Parquet reader). A missing,
-    unreadable or damaged file, or an unknown suffix, is a :class:`DataError` naming it.
+def read_table(path: str | os.PathLike[str], sep: str | None = None) -> pd.DataFrame:
+    """The file as a DataFrame (pandas' CSV reader, fields separated by ``sep``, default
+    ``,`` and a tab for ``.tsv``; pyarrow's Parquet reader). A missing, unreadable or damaged
+    file, or an unknown suffix, is a :class:`DataError` naming it.
 
     Example:
         >>> read_table("no/such.csv")
@@ -161,13 +169,42 @@ def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise DataError(f"the table file {p} is not a file")
     if name.endswith(PARQUET_SUFFIXES):
         _require_pyarrow(p)
+    separator = _separator(sep, name)
     try:
         if name.endswith(PARQUET_SUFFIXES):
             return pd.read_parquet(p, engine="pyarrow")
-        return pd.read_csv(p, sep="\t" if name.endswith(".tsv") else ",")
+        return pd.read_csv(p, sep=separator)
     except Exception as exc:   # pandas', pyarrow's, codecs' and the decompressors' alike
         raise DataError(f"cannot read the table file {p} ({type(exc).__name__}: {exc}); is it "
                         "a complete file of that format?") from exc
+
+
+def _separator(sep: str | None, name: str) -> str:
+    """The CSV field separator: ``sep`` (``\\t`` as typed on a command line is a tab), or
+    by the suffix (a tab for ``.tsv``, else ``,``)."""
+    if sep is None:
+        return "\t" if name.endswith(".tsv") else ","
+    sep = "\t" if sep in ("\\t", "tab") else sep
+    if not isinstance(sep, str) or len(sep) != 1:
+        raise DataArgumentError(f"sep must be one character (data.sep=';', data.sep='\\t' "
+                                f"for a tab), got {sep!r}")
+    return sep
+
+
+def _check_separator(frame: pd.DataFrame, path: Path, sep: str | None) -> None:
+    """A CSV read as one column whose header holds another separator was written with that
+    one (a table needs a target and a protected column, so one column is never right)."""
+    if len(frame.columns) != 1 or path.name.lower().endswith(PARQUET_SUFFIXES):
+        return
+    header = str(frame.columns[0])
+    shown = header if len(header) <= 60 else header[:57] + "..."
+    found = [c for c in SEPARATORS if c in header]
+    if found:
+        used = _separator(sep, path.name.lower())
+        raise DataArgumentError(
+            f"the table file {path} has one column {shown!r} when read with sep={used!r}; "
+            f"its header holds {found[0]!r}, so it looks {found[0]!r}-separated: give "
+            f"data.sep={found[0]!r} (load_table(..., sep={found[0]!r}))")
 
 
 def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
@@ -181,6 +218,7 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
     feature_kinds(frame, base.target, base.protected, categorical, numerical,
                   base.include_protected, row_names(frame, source))
     labels, codes = base.labels(frame, source), base.groups(frame, source)
+    _check_group_sizes(base.protected, codes.numpy(), len(frame))
     kind = "label_group" if base.label_kind == "binary" else "group"
     strata = codes.numpy() * 2 + labels.numpy().astype(np.int64) if kind == "label_group" \
         else codes.numpy()
@@ -209,6 +247,20 @@ def _splits(frame: pd.DataFrame, target_args: dict[str, Any],
     splits = DatasetSplits(*(full.subset(torch.from_numpy(i)) for i in (train, val, test)),
                            metadata=metadata)
     return with_group_columns(splits, frame, groups)
+
+
+def _check_group_sizes(protected: str, codes: np.ndarray, n: int) -> None:
+    """More groups than half the rows (an identifier, a raw number) leave most groups one
+    row, which cannot lie in both the training and the test split (a stratum of one row
+    stays in train), so no constraint on them could be trained and measured: refused here,
+    naming the column, rather than later as a split too small."""
+    distinct = len(np.unique(codes))
+    if distinct > n / 2 and distinct > 2:
+        raise DataArgumentError(
+            f"the protected column {protected!r} has {distinct} distinct values over {n} rows "
+            "(it looks like an identifier): a group needs rows in both the training and the "
+            "test split; choose another protected column (data.protected=...), or bin it "
+            "into a few groups (e.g. pandas.cut for a number) before loading the table")
 
 
 def with_group_columns(splits: DatasetSplits, frame: pd.DataFrame, columns: Sequence[str]

@@ -31,13 +31,29 @@ def noise_model(train: TabularDataset, attribute: str) -> torch.Tensor:
     """``[m, m̂]``: ``P(G = j | Ĝ = k)`` on the training rows (float64, columns sum to 1)."""
     true = true_attribute(attribute)
     if true not in train.groups:
-        raise ValueError(f"robust=soft_assignments needs P(G = j | Ĝ = k), read off the "
-                         f"training rows' true groups ({true!r}): set data.noise (which keeps "
-                         "them), or use data whose true groups are known")
+        raise ValueError(missing_true_groups(attribute))
     n = len(train.group_names[attribute])
     est = estimate_group_noise(train.groups[true].cpu(), train.groups[attribute].cpu(),
                                n_groups=n)
     return est.p_true_given_noisy
+
+
+def missing_true_groups(attribute: str) -> str:
+    """Why ``robust=soft_assignments`` cannot play on data without ``<attribute>_true``, and
+    the remedies that work on every data set, a table included.
+
+    Example:
+        >>> missing_true_groups("race").startswith("robust=soft_assignments needs P(G = j")
+        True
+    """
+    return (f"robust=soft_assignments needs P(G = j | Ĝ = k), read off the training rows' "
+            f"true groups ({true_attribute(attribute)!r}), which this data does not hold. To "
+            "simulate noisy groups (paper 004's experiments), set data.noise=<fraction> (e.g. "
+            "data.noise=0.2: that share of the rows get another group, their true ones are "
+            "kept), on any data set, your own table (data=table) included. If your groups "
+            "are noisy and their true values unknown, P(G | Ĝ) cannot be estimated: use "
+            "robust=dro robust.gamma=<P(Ĝ ≠ G | G = j): one number, or a list, one per "
+            "group> instead (docs/noisy_groups.md)")
 
 
 def soft_player(train: TabularDataset, attribute: str, *, lr: float, steps: int,

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 
+from fairgames.data import true_attribute
 from fairgames.train.config.checks import Checks, register_validator
+from fairgames.train.config.errors import ConfigError
 from fairgames.train.context import RunContext, RunProblem
 from fairgames.train.evaluation import SolutionEvaluator
 from fairgames.train.method import (
@@ -26,6 +28,7 @@ from fairgames.train.method import (
 )
 
 from .ideal import IdealMethod
+from .noise_model import missing_true_groups
 from .robust import (
     RobustConfig,
     check_robust,
@@ -46,7 +49,12 @@ class RobustExtension(Extension):
     group = "robust"
 
     def players(self, ctx: RunContext) -> list[Any]:
-        return robust_players(self.settings(ctx), ctx.splits, ctx.inputs.protected)
+        cfg, attribute = self.settings(ctx), ctx.inputs.protected
+        # a config error of its own, not the algorithm's "cannot play" (issue 55)
+        if (cfg is not None and cfg.name == "soft_assignments"
+                and true_attribute(attribute) not in ctx.splits.train.groups):
+            raise ConfigError(missing_true_groups(attribute))
+        return robust_players(cfg, ctx.splits, attribute)
 
     def log_scalars(self, ctx: RunContext, problem: RunProblem, evaluator: SolutionEvaluator
                     ) -> Callable[[torch.nn.Module], Mapping[str, float | None]] | None:

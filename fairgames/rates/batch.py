@@ -299,6 +299,14 @@ def _float_codes_message(name: str, g: torch.Tensor, values: Sequence[str]) -> s
 def _tensor(name: str, x: object) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise RatesError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    # a meta tensor has a shape and no values: every rate of it would be arbitrary. The
+    # device is a Python attribute, so this costs no host-device sync.
+    if x.device.type == "meta":
+        raise RatesError(
+            f"{name} is on the meta device (a shape without values, e.g. from a model built "
+            "under torch.device('meta')), so its rates would be arbitrary: materialise the "
+            "model first, model.to_empty(device=...), then initialise its parameters "
+            "(reset_parameters(), or load_state_dict(..., assign=True) from a checkpoint)")
     return x
 
 

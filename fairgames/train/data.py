@@ -102,9 +102,10 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
         cfg["seed"] = seed
     fn = {"synthetic": make_synthetic, OWN_TABLE: load_table}.get(name, load)
     params = inspect.signature(fn).parameters
-    # the generator draws no noisy groups itself: they are flipped on its whole draw below
+    # the generator and a table draw no noisy groups themselves: they are flipped on all
+    # their rows below (the packaged loaders flip before their split)
     noise = ({k: cfg.pop(k) for k in ("noise", "noise_seed") if k in cfg}
-             if name == "synthetic" else {})
+             if name in ("synthetic", OWN_TABLE) else {})
     reserved = {"name", "protected"} if name != "synthetic" else set()
     accepted = sorted(set(params) - reserved)
     unknown = sorted(k for k in cfg if k not in params or k in reserved)

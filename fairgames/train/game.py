@@ -84,9 +84,11 @@ class GameMethod(Method):
             return Trained(None, game.model, lambda choice: {}, engine=game.engine,
                            logger=game.logger, stopped=True)
         unc = ctx.extras.get("unconstrained_model")
-        candidates = score_candidates(game.engine, ctx.splits, helpers.baselines,
-                                      ctx.inputs.trainer,
-                                      {"unconstrained model": unc} if unc is not None else None)
+        with game.engine.finishing():       # a signal now: stop at once, say how to finish
+            candidates = score_candidates(game.engine, ctx.splits, helpers.baselines,
+                                          ctx.inputs.trainer,
+                                          {"unconstrained model": unc} if unc is not None
+                                          else None)
         trainer, statements = ctx.inputs.trainer, problem.statements
 
         def write(run_dir: Path, results: Mapping[str, Any], logger: RunLogger) -> None:
@@ -116,6 +118,8 @@ def _players(ctx: RunContext, built: RunProblem
         added = [p for ext in extensions() for p in ext.players(ctx)]
         copt = ConstrainedOptimizer(built.problem, opt, **arguments, players=added,
                                     process_group="default" if ctx.inputs.parallel else None)
+    except ConfigError:
+        raise       # a family's own config error (it names its remedy), not the algorithm's
     except ValueError as e:
         # The game refuses player choices that cannot play this problem (e.g. SPADE's
         # surrogate λ-player on KLD, Remark 3): a config error, reported as one.

@@ -48,9 +48,10 @@ def compile_problem(ctx: RunContext, values: Mapping[str, float], *,
         objective, constraints = built.objective, built.constraints
         surrogate = _surrogate(algorithm, objective, constraints)
         problem = Problem(objective, constraints, surrogate=surrogate,
-                          objective_surrogate=_objective_surrogate(
+                          objective_surrogate=objective_surrogate_setting(
                               algorithm, spec.objective_surrogate if surrogates else None,
-                              objective, surrogate.scale),
+                              objective, surrogate.scale,
+                              parallel=ctx.inputs.parallel is not None),
                           ratio_floor=algorithm.ratio_floor)
         statements = {"name": spec.name, "description": spec.description,
                       "objective": spec.objective, "constraints": dict(spec.statements()),
@@ -77,17 +78,38 @@ def _surrogate(algorithm: AlgorithmConfig, objective: Any, constraints: list[Any
     return Surrogate(kind, scale)
 
 
-def _objective_surrogate(algorithm: AlgorithmConfig, problem_default: str | None,
-                         objective: Any, scale: float) -> Surrogate | None:
+def objective_surrogate_setting(algorithm: AlgorithmConfig, problem_default: str | None,
+                                objective: Any, scale: float, *, parallel: bool = False
+                                ) -> Surrogate | None:
     """``algorithm.objective_surrogate`` at the surrogate's ``scale``: null takes the
     problem's ``objective_surrogate`` (``problem_default``), ``none`` none of its own; an
-    objective it cannot bound
-    (:func:`objective_surrogate_for`) is a config error naming the key that asked."""
+    objective it cannot bound (:func:`objective_surrogate_for`), or any under a process group
+    (``parallel``: its second fused pass is not all-reduced), is a config error naming the
+    key that asked and the one that works.
+
+    Example:
+        >>> from fairgames.rates import error_rate
+        >>> objective_surrogate_setting(AlgorithmConfig(), "logistic", error_rate(), 1.0).kind
+        'logistic'
+        >>> objective_surrogate_setting(AlgorithmConfig(objective_surrogate="none"), "logistic",
+        ...                             error_rate(), 1.0, parallel=True) is None
+        True
+    """
     kind, key = algorithm.objective_surrogate, "algorithm.objective_surrogate"
     if kind is None:
         kind, key = problem_default, "problem.objective_surrogate"
     if kind in (None, "none"):
         return None
+    if parallel:
+        # the game refuses it under a process group (fairgames.game.distributed): name the
+        # key to set, which is algorithm's even where the problem file chose the default
+        whose = ("this problem's default" if key == "problem.objective_surrogate"
+                 else "set on the command line")
+        raise ConfigError(
+            f"{key}={kind} ({whose}) gives θ's objective its own surrogate, a second fused "
+            "pass that the data-parallel game does not all-reduce: under "
+            "trainer.distributed=true add algorithm.objective_surrogate=none (θ then sees the "
+            "objective through the constraints' surrogate), or train in one process")
     try:
         return objective_surrogate_for(Surrogate(kind, scale), objective)
     except ValueError as e:

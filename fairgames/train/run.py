@@ -416,11 +416,14 @@ def _execute(inputs: RunInputs) -> RunResult:
             return RunResult(ctx.inputs.run_dir, None, trained.model, trained.engine,
                              stopped=True, extras=ctx.extras)
         assert trained.candidates is not None, f"{type(method).__name__} returned no candidates"
-        evaluator = run_evaluator(ctx, built, trained.candidates.model)
-        with clock("solutions"):
-            results = evaluate_run(ctx, built, trained, evaluator, helpers.baselines)
-        with clock("report"):
-            write_run(ctx, built, trained, results)
+        # a signal after the last step stops at once, with a checkpoint there (the game's)
+        with trained.engine.finishing() if trained.engine is not None \
+                else contextlib.nullcontext():
+            evaluator = run_evaluator(ctx, built, trained.candidates.model)
+            with clock("solutions"):
+                results = evaluate_run(ctx, built, trained, evaluator, helpers.baselines)
+            with clock("report"):
+                write_run(ctx, built, trained, results)
         return RunResult(ctx.inputs.run_dir, results, trained.model, trained.engine,
                          extras=ctx.extras)
     finally:

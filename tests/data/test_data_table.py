@@ -329,3 +329,53 @@ def test_column_names_that_are_not_text_and_a_numeric_protected_feature():
     assert s.test.features[:, 1:].argmax(1).tolist() == df[1].to_numpy()[rows].tolist()
     pre = s.metadata["preprocessor"]
     assert torch.equal(pre.transform(df)[rows], s.test.features)
+
+
+# ---------------------------------------------------------------------------- separators
+@pytest.mark.parametrize(("sep", "shown"), [(";", "';'"), ("\t", r"'\\t'")])
+def test_a_csv_of_another_separator_is_named_with_the_option_that_reads_it(
+        frame, splits, tmp_path, sep, shown):
+    """Issue 55: a ';'-separated ``.csv`` read with ',' is one column, and the error blamed
+    a missing column; the message names the separator its header holds and ``data.sep``."""
+    path = tmp_path / "people.csv"
+    frame.to_csv(path, index=False, sep=sep)
+    with pytest.raises(DataArgumentError,
+                       match=rf"people.csv has one column .*{shown}.*data.sep={shown}"):
+        load_table(path, target="y", protected="race", seed=3)
+    s = load_table(path, target="y", protected="race", seed=3, sep=sep)
+    for (_, a), (_, b) in zip(s.items(), splits.items(), strict=True):
+        assert a.feature_names == b.feature_names
+        np.testing.assert_allclose(a.features.numpy(), b.features.numpy(), rtol=0, atol=1e-6)
+        assert torch.equal(a.labels, b.labels)
+
+
+def test_a_one_column_header_without_a_separator_keeps_the_column_message(tmp_path):
+    """A header of one field without ';' or a tab: nothing to suggest, the column error."""
+    (tmp_path / "one.csv").write_text("y\n0\n1\n")
+    with pytest.raises(DataArgumentError, match="unknown protected column 'race'"):
+        load_table(tmp_path / "one.csv", target="y", protected="race")
+
+
+# ---------------------------------------------------------------------------- id-like groups
+@pytest.mark.parametrize("ids", [lambda n: np.arange(n), lambda n: [f"p{i}" for i in range(n)],
+                                 lambda n: np.arange(n) // 1.5])
+def test_an_id_like_protected_column_is_named_not_the_row_count(ids):
+    """Issue 55: 2 000 one-row groups were blamed on the row count ("too few for the split");
+    the message counts the column's distinct values over the rows and names the remedy."""
+    n = 2000
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"id": ids(n), "x": rng.normal(size=n), "y": rng.integers(0, 2, n)})
+    distinct = df["id"].nunique()
+    with pytest.raises(DataArgumentError,
+                       match=rf"protected column 'id' has {distinct} distinct values over "
+                             rf"{n} rows \(it looks like an identifier\).*data.protected.*bin"):
+        from_frame(df, target="y", protected="id")
+
+
+def test_many_groups_of_a_few_rows_each_are_still_a_table():
+    """Up to one group per two rows is allowed: 80 rows of 40 values (each label × group
+    stratum two rows) are split as before, not refused."""
+    df = pd.DataFrame({"g": np.repeat(np.arange(40), 2), "x": np.arange(80.0),
+                       "y": np.repeat(np.tile([0, 1], 20), 2)})
+    s = from_frame(df, target="y", protected="g", split=(0.5, 0.5))
+    assert (len(s.train), len(s.test)) == (40, 40) and len(s.train.group_names["g"]) == 40

@@ -14,6 +14,7 @@ from fairgames.data import MinibatchSampler
 from fairgames.game import ConstrainedOptimizer, GradientAscent, Problem
 from fairgames.rates import (
     Batch,
+    RateEvaluator,
     RatesError,
     error_rate,
     fmeasure,
@@ -410,3 +411,30 @@ def test_scores_without_gradient_are_refused_at_lagrangian(synthetic, helpers, h
     with no_host_sync():    # the check reads no value: a valid batch passes without a sync
         copt.lagrangian(Batch(scores=model(synthetic.features)[:, 0],
                               **helpers.fields(synthetic)))
+
+
+@pytest.mark.parametrize("labels_on", ["cpu", "meta"])
+def test_scores_on_the_meta_device_are_refused_naming_the_remedy(synthetic, helpers, labels_on):
+    """Issue 55: a model built on the ``meta`` device (shapes, no storage) gave arbitrary
+    rates or torch's internal errors; the batch refuses it when built, for lagrangian() and
+    the rate evaluator alike. ``device.type`` is a Python attribute: no host-device sync."""
+    problem = Problem(error_rate(), tpr_parity())
+    with torch.device("meta"):
+        model = torch.nn.Linear(5, 1)
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+    fields = helpers.fields(synthetic)
+    fields["labels"] = fields["labels"].to(labels_on)
+    scores = model(synthetic.features.to("meta"))[:, 0]
+    message = r"on the meta device.*to_empty\(device=.*initialise"
+    with pytest.raises(RatesError, match=message):
+        copt.lagrangian(Batch(scores=scores, **fields))
+    with pytest.raises(RatesError, match=message):
+        RateEvaluator([error_rate()])(Batch(scores=scores, **fields))
+    # the remedy: materialise the model on a real device and initialise its parameters
+    model.to_empty(device="cpu")
+    model.reset_parameters()
+    copt = ConstrainedOptimizer(problem, torch.optim.SGD(model.parameters(), lr=0.1))
+    loss = copt.lagrangian(Batch(scores=model(synthetic.features)[:, 0],
+                                 **helpers.fields(synthetic)))
+    loss.backward()
+    assert torch.isfinite(loss) and model.weight.grad is not None

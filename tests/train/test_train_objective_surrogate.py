@@ -60,3 +60,28 @@ def test_a_problems_objective_surrogate_is_checked(compose_cfg):
     # and `none` is accepted there
     validate(compose_cfg("algorithm=reduction", "problem=sp_regression", "data=law",
                          "algorithm.objective_surrogate=none"))
+
+
+def test_under_a_process_group_the_message_names_the_key_that_works():
+    """Issue 55: ``problem=demographic_parity`` under torchrun said "leave
+    objective_surrogate unset" though the user set nothing (its problem file's default);
+    the key that turns it off is ``algorithm.objective_surrogate=none``. Checked with the
+    distributed flag rather than torchrun."""
+    from fairgames.rates import error_rate
+    from fairgames.train.config import AlgorithmConfig
+    from fairgames.train.problem import objective_surrogate_setting
+    # the problem file's default (the user set nothing)
+    with pytest.raises(ConfigError, match=r"problem\.objective_surrogate=logistic.*"
+                                          r"algorithm\.objective_surrogate=none"):
+        objective_surrogate_setting(AlgorithmConfig(), "logistic", error_rate(), 1.0,
+                                    parallel=True)
+    # the user's own setting
+    with pytest.raises(ConfigError, match=r"algorithm\.objective_surrogate=logistic.*"
+                                          r"algorithm\.objective_surrogate=none"):
+        objective_surrogate_setting(AlgorithmConfig(objective_surrogate="logistic"), None,
+                                    error_rate(), 1.0, parallel=True)
+    # what the message says works: none, under a process group, and the default in one process
+    assert objective_surrogate_setting(AlgorithmConfig(objective_surrogate="none"), "logistic",
+                                       error_rate(), 1.0, parallel=True) is None
+    assert objective_surrogate_setting(AlgorithmConfig(), "logistic", error_rate(), 1.0,
+                                       parallel=False).kind == "logistic"

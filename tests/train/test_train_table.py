@@ -164,3 +164,23 @@ def test_a_group_column_must_exist_and_be_complete(tmp_path):
     split_b = load_table(path, target="y", protected="race", groups=["owner"])
     assert split_a.train.group_names["owner"] == ["False", "True"]
     assert torch.equal(split_a.train.groups["owner"], split_b.train.groups["owner"])
+
+
+def test_a_semicolon_csv_is_named_with_data_sep_and_reads_with_it(compose_cfg, csv, tmp_path):
+    """Issue 55: ``data=table`` on a ';'-separated CSV named a missing column; the message
+    names the separator and ``data.sep=';'``, which (as Hydra parses it) reads the table."""
+    from fairgames.train.data import load_splits
+    _, df = csv
+    path = tmp_path / "semi.csv"
+    df.drop(columns="score").to_csv(path, index=False, sep=";")
+    with pytest.raises(ConfigError, match=r"semi.csv has one column 'age;job;.*looks "
+                                          r"';'-separated: give data.sep=';'"):
+        run(compose_cfg(*_table(path), *SHORT))
+    got = load_splits(compose_cfg(*_table(path, "data.sep=';'"), *SHORT).data, seed=0)
+    ref = from_frame(df.drop(columns="score"), target="y", protected="race", seed=0)
+    assert torch.equal(got.train.features, ref.train.features)
+    assert torch.equal(got.test.labels, ref.test.labels)
+    tabbed = tmp_path / "tabbed.csv"
+    df.drop(columns="score").to_csv(tabbed, index=False, sep="\t")
+    cfg = compose_cfg(*_table(tabbed, r"data.sep='\t'"), *SHORT)   # Hydra keeps '\t' as typed
+    assert torch.equal(load_splits(cfg.data, seed=0).train.features, ref.train.features)

@@ -23,6 +23,7 @@ from fairgames.train.data import load_splits
 from fairgames.train.results.verdict import (
     SLACK,
     constraint_verdict,
+    run_verdict,
     verdict_lines,
     what_to_try,
 )
@@ -209,3 +210,54 @@ def test_the_cli_prints_one_verdict_line_per_constraint_and_exits_0(tmp_path):
 def test_a_problem_without_constraints_says_so():
     lines = verdict_lines({"solution": "stochastic", "resamples": 1000, "constraints": {}})
     assert lines[1:] == ["  (the problem has no constraint)"]
+
+
+def _one_violated(problem: dict, name: str, train_g: float) -> dict:
+    """``results.json``'s parts :func:`run_verdict` reads, one constraint violated on train."""
+    entry = {"train": {"constraints": {name: {"value": train_g}}},
+             "test": {"constraints": {name: {"value": train_g}}}}
+    return {"training": {"steps": 500, "likely_infeasible": False},
+            "config": {"trainer": {"steps": 500}, "problem": problem},
+            "solutions": {"recommended": entry}}
+
+
+def test_the_advice_names_the_constant_a_statement_reads_not_an_unread_tolerance():
+    """Issue 55: a statement with its own constant (``- 0.02``) reads no ``tolerance``; the
+    advice must not send the user to ``problem.tolerance`` (following it changes nothing)."""
+    problem = {"tolerance": 0.05, "tolerance_kind": "difference",
+               "constraints": {"tpr": "for g in groups: tpr(group=g) >= tpr() - 0.02"}}
+    v = run_verdict(_one_violated(problem, "tpr[Female]", 0.068), {"tpr[Female]": "<="})
+    text = v["constraints"]["tpr[Female]"]["verdict"]
+    assert not re.search(r"problem\.tolerance=|larger problem\.tolerance", text), text
+    assert "problem.constraints.tpr" in text and "0.02" in text, text
+    # a statement that reads a variable: that variable is the lever
+    problem = {"tolerance": 0.05, "tolerance_kind": "difference", "variables": {"eps": 0.02},
+               "constraints": ["tpr(group=1) >= tpr() - eps"]}
+    text = run_verdict(_one_violated(problem, "c0", 0.068),
+                       {"c0": "<="})["constraints"]["c0"]["verdict"]
+    assert "problem.variables.eps" in text and "problem.tolerance" not in text, text
+    # an unknown constraint name (another family's row) keeps the tolerance advice
+    text = run_verdict(_one_violated(problem, "other", 0.068),
+                       {"other": "<="})["constraints"]["other"]["verdict"]
+    assert "problem.tolerance=0.12" in text, text
+
+
+@pytest.mark.parametrize(("kind", "tolerance", "violation"),
+                         [("difference", 0.98, 0.07), ("bound", 0.97, 0.05)])
+def test_the_advice_never_suggests_a_tolerance_out_of_its_range(kind, tolerance, violation):
+    """Issue 55: ``tolerance + violation`` past the kind's range (1.05 for a difference) is a
+    value the run refuses; the advice says no tolerance passes and names other levers."""
+    from fairgames.problems.spec import TOLERANCE_RANGES
+    problem = {"tolerance": tolerance, "tolerance_kind": kind,
+               "constraints": {"c": "fpr() <= tolerance"}}
+    text = run_verdict(_one_violated(problem, "c", violation),
+                       {"c": "<="})["constraints"]["c"]["verdict"]
+    low, _, high, high_closed, _ = TOLERANCE_RANGES[kind]
+    for value in re.findall(r"problem\.tolerance=([0-9.]+)", text):
+        assert low <= float(value) and (float(value) <= high if high_closed
+                                        else float(value) < high), text
+    assert "model=mlp" in text and "no problem.tolerance" in text, text
+    flagged = _one_violated(problem, "c", violation)
+    flagged["training"]["likely_infeasible"] = True
+    text = run_verdict(flagged, {"c": "<="})["constraints"]["c"]["verdict"]
+    assert "likely infeasible: no problem.tolerance" in text and "try no " not in text, text

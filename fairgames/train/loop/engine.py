@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections.abc import Mapping
@@ -63,7 +64,7 @@ from .settings import (
     SnapshotSettings,
     check_data,
 )
-from .signals import StopSignals
+from .signals import StopSignals, stop_at_once
 from .state import ENGINE_FORMAT, engine_state, load_engine_state, restore_rng
 
 # the names the engine's users import from here (its settings, its state's format)
@@ -324,6 +325,16 @@ class Engine:
         if self.step < self.steps and not self.stopped_early:
             self.save_checkpoint()
 
+    def finishing(self) -> contextlib.AbstractContextManager[None]:
+        """A context for the work after the last step (the candidates' scores, the final
+        evaluation, the report): SIGINT or SIGTERM there stop at once with a checkpoint at the
+        last step (written then, if ``checkpoint_every`` did not) and a :class:`RunInterrupted`
+        that says how to finish: resuming evaluates and reports without training again."""
+        def interrupted(signum: int) -> RunInterrupted:
+            return RunInterrupted(signum, self.step, self.save_checkpoint(), self.run_dir,
+                                  trained=True)
+        return stop_at_once(interrupted)
+
     @property
     def stopped_early(self) -> bool:
         """Whether the early stop ended the game before ``steps``."""
@@ -417,14 +428,18 @@ class RunInterrupted(KeyboardInterrupt):
     """
 
     def __init__(self, signum: int, step: int, checkpoint: Path | None,
-                 run_dir: Path | None) -> None:
+                 run_dir: Path | None, *, trained: bool = False) -> None:
         self.signal_name = signal.Signals(signum).name
         self.exit_status = 128 + int(signum)
         self.step, self.checkpoint, self.run_dir = step, checkpoint, run_dir
         where = (f"checkpoint {checkpoint} holds step {step}; resume with "
                  f"trainer.resume={run_dir}" if checkpoint is not None else
                  "no run directory, so no checkpoint was written: nothing to resume")
-        super().__init__(f"{self.signal_name} at step {step}: {where}")
+        if trained and checkpoint is not None:
+            where += " (it evaluates and reports the trained run without training again)"
+        when = (f"after the last step ({step}), during the final evaluation" if trained
+                else f"at step {step}")
+        super().__init__(f"{self.signal_name} {when}: {where}")
 
 
 def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,

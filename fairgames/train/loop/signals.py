@@ -1,13 +1,16 @@
 """Stopping at a step boundary: while the training loop runs, SIGINT and SIGTERM are recorded
 by :class:`StopSignals` instead of ending the process, and the loop reads the flag between
 steps (no host-device sync); :class:`~fairgames.train.loop.engine.RunInterrupted` is what it
-raises then, after a checkpoint at that step.
+raises then, after a checkpoint at that step. After the last step (the final evaluation and
+the report) there is no boundary to wait for: :func:`stop_at_once` raises at the signal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -56,3 +59,36 @@ class StopSignals:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def stop_at_once(interrupt: Callable[[int], BaseException]) -> Iterator[None]:
+    """While active, SIGINT and SIGTERM raise ``interrupt(signum)`` at once (a signal no
+    longer ends the process without a word, as SIGTERM's default does); a second signal, while
+    ``interrupt`` runs (it may write a checkpoint), takes the default action. Outside the main
+    thread it does nothing.
+
+    Example:
+        >>> import os
+        >>> try:
+        ...     with stop_at_once(lambda s: RuntimeError(signal.Signals(s).name)):
+        ...         os.kill(os.getpid(), signal.SIGTERM)
+        ... except RuntimeError as e:
+        ...     print(e)
+        SIGTERM
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise interrupt(signum)
+
+    previous = {s: signal.signal(s, handle) for s in StopSignals.SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)

@@ -42,6 +42,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fairgames.problems.errors import ProblemError
+from fairgames.problems.language import parse
+from fairgames.problems.spec import TOLERANCE_RANGES
+from fairgames.problems.syntax import free_names
+
 VERDICT_SOLUTION = "recommended"   # the solution whose verdict a run reports
 SLACK = 1e-6                      # train violations up to this are float rounding
 SPLITS = ("train", "validation", "test")
@@ -100,16 +105,25 @@ def _listed(interval: Sequence[float] | None) -> list[float] | None:
     return None if interval is None else [float(v) for v in interval]
 
 
-def what_to_try(results: Mapping[str, Any], train_violation: float) -> str:
+def what_to_try(results: Mapping[str, Any], train_violation: float,
+                constraint: str | None = None) -> str:
     """The levers for a constraint violated by ``train_violation`` on train, as one phrase:
-    the infeasibility monitor's flag, a tolerance that would pass, more steps and
-    ``trainer.tune=validation``.
+    the infeasibility monitor's flag, the value its statement reads that would pass, more
+    steps and ``trainer.tune=validation``. ``constraint`` (its name, e.g. ``tpr[Female]``)
+    finds its statement in ``problem.constraints``: the lever is what that statement reads
+    (``problem.tolerance``, a ``problem.variables`` name, or else the constant in its text),
+    and never a tolerance outside its kind's range.
 
     Example:
         >>> what_to_try({"training": {"steps": 500, "likely_infeasible": False},
         ...              "config": {"problem": {"tolerance": 0.02,
         ...                                     "tolerance_kind": "difference"}}}, 0.068)
         'try trainer.steps=1000, trainer.tune=validation or problem.tolerance=0.09'
+        >>> what_to_try({"training": {"steps": 500}, "config": {"problem": {
+        ...     "tolerance": 0.05, "constraints": {"eo": "tpr(group=1) >= tpr() - 0.02"}}}},
+        ...     0.068, "eo")   # doctest: +NORMALIZE_WHITESPACE
+        "try trainer.steps=1000, trainer.tune=validation or a looser constant in its statement
+        (problem.constraints.eo: 'tpr(group=1) >= tpr() - 0.02'; it reads no problem.tolerance)"
     """
     training, config = results.get("training", {}), results.get("config", {})
     trainer = config.get("trainer") or {}
@@ -117,19 +131,70 @@ def what_to_try(results: Mapping[str, Any], train_violation: float) -> str:
         more = f"trainer.epochs={2 * float(trainer['epochs']):g}"
     else:
         more = f"trainer.steps={2 * int(training.get('steps') or trainer.get('steps') or 1)}"
-    tolerance = _looser_tolerance(config.get("problem") or {}, train_violation)
-    if training.get("likely_infeasible"):
-        return (f"the infeasibility monitor flags it as likely infeasible: try {tolerance} or "
-                f"a richer model (model=mlp); else {more} or trainer.tune=validation")
-    return f"try {more}, trainer.tune=validation or {tolerance}"
+    lever = _statement_lever(config.get("problem") or {}, constraint, train_violation)
+    flag = ("the infeasibility monitor flags it as likely infeasible: "
+            if training.get("likely_infeasible") else "")
+    if lever.startswith("no "):         # no tolerance in range passes: the model must do better
+        return (f"{flag}{lever}: try a richer model (model=mlp), {more} or "
+                "trainer.tune=validation")
+    if flag:
+        return (f"{flag}try {lever} or a richer model (model=mlp); else {more} or "
+                "trainer.tune=validation")
+    return f"try {more}, trainer.tune=validation or {lever}"
+
+
+def _statement_lever(problem: Mapping[str, Any], constraint: str | None,
+                     violation: float) -> str:
+    """What loosens ``constraint``: the tolerance when its statement reads ``tolerance`` (or
+    the statement is unknown), else the numeric ``problem.variables`` it reads, else the
+    constant written in its text."""
+    key, text = _statement(problem, constraint)
+    if text is None:
+        return _looser_tolerance(problem, violation)
+    try:
+        names = free_names(parse(text, "constraint"))
+    except ProblemError:        # the run compiled it; a stored copy that does not parse
+        return _looser_tolerance(problem, violation)
+    if "tolerance" in names:
+        return _looser_tolerance(problem, violation)
+    variables = problem.get("variables") or {}
+    read = sorted(n for n in names if isinstance(variables.get(n), int | float))
+    if read:
+        return "a looser " + " or ".join(f"problem.variables.{n}" for n in read)
+    return (f"a looser constant in its statement (problem.constraints.{key}: {text!r}; it "
+            "reads no problem.tolerance)")
+
+
+def _statement(problem: Mapping[str, Any], constraint: str | None
+               ) -> tuple[str | None, str | None]:
+    """``(key, statement)`` of ``constraint`` in ``problem.constraints`` (a mapping, or a
+    list whose statements are named ``c0, c1, …``); ``(None, None)`` when not found."""
+    statements = problem.get("constraints")
+    if constraint is None or not statements:
+        return None, None
+    base = constraint.split("[", 1)[0]     # 'tpr[Female]' / 'sp[Male,0.5]' come from 'tpr'
+    if isinstance(statements, Mapping):
+        text = statements.get(base)
+    elif base.startswith("c") and base[1:].isdigit() and int(base[1:]) < len(statements):
+        text = statements[int(base[1:])]
+    else:
+        text = None
+    return (base, text) if isinstance(text, str) else (None, None)
 
 
 def _looser_tolerance(problem: Mapping[str, Any], violation: float) -> str:
     """A tolerance this model's train values would meet, when ``g`` moves one for one with
-    it (``difference`` / ``bound`` tolerances), rounded up to 0.01."""
+    it (``difference`` / ``bound`` tolerances), rounded up to 0.01; a phrase starting "no"
+    when that value lies outside the kind's range (the run would refuse it)."""
     tol, kind = problem.get("tolerance"), problem.get("tolerance_kind")
     if isinstance(tol, int | float) and kind in ("difference", "bound"):
-        return f"problem.tolerance={math.ceil((tol + violation) * 100 - 1e-9) / 100:g}"
+        looser = math.ceil((tol + violation) * 100 - 1e-9) / 100
+        _, _, high, high_closed, _ = TOLERANCE_RANGES[kind]
+        if looser > high or (looser == high and not high_closed):
+            span = "[0, 1]" if high_closed else "[0, 1)"
+            return (f"no problem.tolerance in its range {span} meets it (it would need "
+                    f"{looser:g})")
+        return f"problem.tolerance={looser:g}"
     return "a larger problem.tolerance"
 
 
@@ -145,7 +210,7 @@ def run_verdict(results: Mapping[str, Any], senses: Mapping[str, str],
         values = {s: e["value"] for s, e in entries.items()}
         intervals = {s: e.get("interval") for s, e in entries.items()}
         train = values.get("train")
-        advice = (what_to_try(results, _violation(sense, train))
+        advice = (what_to_try(results, _violation(sense, train), name)
                   if train is not None and _violation(sense, train) > SLACK else "")
         out[name] = constraint_verdict(sense, values, intervals, advice)
     return {"solution": solution, "constraints": out}
