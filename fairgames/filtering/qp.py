@@ -14,10 +14,11 @@ is in scipy; scipy has no QP solver, so the QP runs only when no exact q exists)
    the one with the LARGEST acceptance rate (minimise ``t`` with ``q_j ≤ t r̂_j``). Lemma 2 then
    holds to the LP's tolerance (~1e-9). The paper leaves the choice among such ``q`` open; any
    one balances, ours keeps the most examples.
-2. otherwise the **QP** ``min ‖qA − U‖²`` on the simplex (SLSQP, analytic gradient: a dense
-   problem with L ≲ a few hundred variables, one equality and bounds), then the same LP at the
-   QP's point ``p* = q*A`` (within 1e-7 per coordinate) to pick the q with the largest
-   acceptance rate: the kept distribution ``p*`` is unique, ``q`` is not.
+2. otherwise the **QP** ``min ‖qA − U‖²`` on the simplex, as bounded least squares (scipy's
+   BVLS, an active-set method; ``Σq = 1`` as a heavily weighted row: SLSQP reached the same
+   optimum up to 100× slower, 30 s at 260 cells), then the same LP at the QP's point
+   ``p* = q*A`` (within 1e-7 per coordinate) to pick the q with the largest acceptance rate:
+   the kept distribution ``p*`` is unique, ``q`` is not.
 
 A floor ``a`` on the acceptance rate is ``1/C ≥ a ⇔ q_j ≤ r̂_j / a`` for all ``j``: an upper
 bound on each ``q_j`` in both programs. ``a ≤ 1`` is always feasible (``q = r̂`` accepts all).
@@ -41,11 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog, minimize, nnls
+from scipy.optimize import linprog, lsq_linear, nnls
 
 from .errors import FilterError
 
 _REFINE = 1e-7  # the LP's slack around the QP's kept distribution, per coordinate
+_WEIGHT = 1e4  # the weight of the row Σq = 1 in the bounded least squares
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Sampling:
     ``acceptance``: the expected acceptance rate ``Σ_j r̂_j ρ_j = 1/C``; ``distribution``: the
     kept distribution over z in expectation, ``qA``; ``distance``: ``‖qA − U‖₂``; ``exact``:
     ``U`` was reached (Lemma 2); ``dropped``: the zero-mass cells removed before solving;
-    ``method``: ``"lp"``, ``"qp+lp"``, ``"nnls"`` or ``"equal-count"``."""
+    ``method``: ``"lp"``, ``"qp+lp"`` (BVLS then LP), ``"nnls"`` or ``"equal-count"``."""
 
     rho: np.ndarray
     q: np.ndarray
@@ -121,20 +123,16 @@ def _best_acceptance_lp(A: np.ndarray, rhat: np.ndarray, point: np.ndarray, slac
 
 
 def _simplex_qp(A: np.ndarray, target: np.ndarray, cap: np.ndarray | None) -> np.ndarray:
-    """``argmin ‖qA − U‖²`` on the simplex (and ``q ≤ cap``), by SLSQP."""
+    """``argmin ‖qA − U‖²`` on the simplex (and ``q ≤ cap``): bounded least squares by BVLS
+    (an active-set method, exact for its bounds), the equality ``Σq = 1`` as one row of weight
+    ``_WEIGHT`` (it then holds to ~1e-8). 100× faster than SLSQP at a few hundred cells, and
+    as close to the optimum (tests/filtering/test_qp.py checks it against trust-constr)."""
     L = A.shape[0]
-    start = np.full(L, 1.0 / L) if cap is None else cap / cap.sum()
-
-    def f(q: np.ndarray) -> tuple[float, np.ndarray]:
-        e = q @ A - target
-        return float(e @ e), 2.0 * (A @ e)
-
-    res = minimize(f, start, jac=True, method="SLSQP",
-                   bounds=[(0.0, None)] * L if cap is None else [(0.0, u) for u in cap],
-                   constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1.0,
-                                 "jac": lambda q: np.ones_like(q)}],
-                   options={"ftol": 1e-15, "maxiter": 1000})
-    q = np.clip(res.x, 0.0, None if cap is None else cap)
+    rows = np.vstack([A.T, np.full((1, L), _WEIGHT)])
+    upper = np.ones(L) if cap is None else np.minimum(cap, 1.0)
+    res = lsq_linear(rows, np.append(target, _WEIGHT), bounds=(np.zeros(L), upper),
+                     method="bvls", tol=1e-15)
+    q = np.clip(res.x, 0.0, upper)
     return q / q.sum()
 
 
@@ -179,10 +177,12 @@ def sampling_probabilities(A: np.ndarray, rhat: np.ndarray, target: np.ndarray |
 def _honour_floor(q: np.ndarray, rhat: np.ndarray, floor: float) -> np.ndarray:
     """Make ``1/C ≥ floor`` hold exactly, not only within the solvers' tolerance (~1e-7):
     mixing ``q`` with ``r̂`` (ratio 1 everywhere) moves ``C`` linearly towards 1."""
-    c = float((q / rhat).max())
-    if c <= 1.0 / floor:
+    c, bound = float((q / rhat).max()), (1.0 - 1e-12) / floor  # a hair inside: no rounding
+    if c <= bound:
         return q
-    lam = (c - 1.0 / floor) / (c - 1.0)
+    if bound <= 1.0:  # a floor of 1: keep every row (q = r̂ is the only such q)
+        return rhat.copy()
+    lam = (c - bound) / (c - 1.0)
     return (1.0 - lam) * q + lam * rhat
 
 

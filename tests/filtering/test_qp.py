@@ -148,3 +148,11 @@ def test_a_target_that_is_not_a_distribution_is_refused(target, words):
 def test_a_floor_outside_0_1_is_refused(floor):
     with pytest.raises(FilterError, match=r"min_acceptance must lie in \(0, 1\]"):
         sampling_probabilities(np.eye(2), np.array([0.5, 0.5]), min_acceptance=floor)
+
+
+def test_a_floor_of_one_keeps_every_row():
+    rng = np.random.default_rng(9)
+    A, rhat = rng.dirichlet(np.ones(3), size=6), rng.dirichlet(np.ones(6))
+    s = sampling_probabilities(A, rhat, min_acceptance=1.0)
+    np.testing.assert_allclose(s.rho, 1.0)
+    np.testing.assert_allclose(s.distribution, rhat @ A)   # the prior: nothing filtered
