@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree")
 
 def check_eta(eta: float) -> float:
     """η of the interpolation (paper 002 A.1.1): a probability."""
-    if not (isinstance(eta, int | float) and 0.0 <= float(eta) <= 1.0):
+    if isinstance(eta, bool) or not (isinstance(eta, numbers.Real) and 0.0 <= float(eta) <= 1.0):
         raise FilterError(f"eta must lie in [0, 1] (got {eta!r}): it is the probability of "
                           "re-assigning the proxy's cell uniformly (0: the proxy as fitted, "
                           "1: no proxy at all)")

@@ -51,7 +51,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def to_dict(f: Any) -> dict[str, Any]:
     s: Sampling = f.sampling_
     return {
-        "format": FORMAT, "params": f.get_params() | {"target": f.target_.tolist()},
+        "format": FORMAT, "params": _params(f),
         "groups": f.groups_.tolist(), "feature_names": f.feature_names_in_,
         "n_features": f.n_features_in_, "proxy": f.proxy_.to_dict(),
         "posterior": f.posterior_.tolist(), "cell_mass": f.cell_mass_.tolist(),
@@ -60,6 +60,14 @@ def to_dict(f: Any) -> dict[str, Any]:
                      "distribution": s.distribution.tolist(), "distance": s.distance,
                      "exact": s.exact, "dropped": list(s.dropped), "method": s.method},
     }
+
+
+def _params(f: Any) -> dict[str, Any]:
+    """The constructor's arguments as JSON values (a numpy scalar or array becomes Python's)."""
+    p = f.get_params()
+    floor = None if p["min_acceptance"] is None else float(p["min_acceptance"])
+    return p | {"eta": float(p["eta"]), "target": f.target_.tolist(), "min_acceptance": floor,
+                "relaxed": bool(p["relaxed"]), "random_state": int(p["random_state"])}
 
 
 def save(f: Any, path: Path) -> None:

@@ -204,3 +204,12 @@ def test_a_non_uniform_target_is_reached_in_sample(make_data):
     r = f.report(X, z)
     assert f.sampling_.exact and r["imbalance_expected"] < 1e-6
     np.testing.assert_allclose(r["distribution_expected"], target, atol=1e-6)
+
+
+def test_numpy_scalars_as_options_fit_and_save(tmp_path, data):
+    f = BalancedFilter("qp_tree", eta=np.float32(0.25), target=np.full(3, 1 / 3),
+                       min_acceptance=np.float32(0.1), random_state=np.int64(4)).fit(*data)
+    f.save(tmp_path / "f.json")
+    g = BalancedFilter.load(tmp_path / "f.json")
+    assert g.get_params()["eta"] == 0.25 and g.get_params()["random_state"] == 4
+    assert (g.filter(data[0]) == f.filter(data[0])).all()
