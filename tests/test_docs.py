@@ -265,11 +265,15 @@ def registries_restored():
     """A page may register a config rule or a player strategy as its example does (docs/
     training.md); the registries are as they were once the page has run, so a test that later
     runs in the same worker sees only the built-in rules."""
+    from fairgames.families import load as load_families
     from fairgames.game.players.keys import strategies_changed
     from fairgames.game.players.multipliers.registry import MULTIPLIER_PLAYERS
     from fairgames.game.players.theta import THETA_PLAYERS
     from fairgames.train.config import checks
 
+    # the package's families register once per process, when first imported: their rules are
+    # part of the state to keep (restoring a snapshot taken before would drop them for good)
+    load_families()
     groups = {name: (rules.schema, dict(rules.validators))
               for name, rules in checks._GROUPS.items()}
     strategies = [(d, dict(d)) for d in (MULTIPLIER_PLAYERS, THETA_PLAYERS)]

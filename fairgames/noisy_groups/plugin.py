@@ -39,6 +39,7 @@ from .robust import (
     robust_selector,
 )
 from .select import PlayedState, RobustSelector, played_steps
+from .verdict import robust_verdict
 
 NOISY = {"rule": "noisy", "samples": None, "seed": None}    # robust.selection when not chosen
 
@@ -82,6 +83,14 @@ class RobustExtension(Extension):
             block["selection"] = (selector.record() if isinstance(selector, RobustSelector)
                                   else dict(NOISY))
         return block
+
+    def verdict(self, results: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        # a robust run is judged on the robust constraints it played (issue 56)
+        block = results.get(self.group)
+        if block is None:
+            return None
+        return robust_verdict(block, results["verdict"]["constraints"],
+                              steps=int(results["training"].get("steps") or 1))
 
     def lines(self, results: Mapping[str, Any]) -> list[str]:
         # noisy groups: true / noisy / robust per split

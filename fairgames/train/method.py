@@ -222,6 +222,14 @@ class Extension:
         """``results.json[group]`` for the recommended solution, or ``None``."""
         return None
 
+    def verdict(self, results: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The verdict of the constraints the run was asked to meet, where the family asks
+        others than the problem's own (paper 004: the robust ones), merged over
+        ``results["verdict"]`` (its ``constraints``, and a ``judged`` sentence saying what they
+        are); ``None``: the problem's own constraints stand. Read after :meth:`report`'s
+        block is in ``results``."""
+        return None
+
     def lines(self, results: Mapping[str, Any]) -> list[str]:
         """What the command line prints about a finished run."""
         return []

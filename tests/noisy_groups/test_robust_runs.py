@@ -397,3 +397,49 @@ def test_naive_training_true_group_violation_rises_with_noise_fast():
 
     means = _naive_violation_means(2, 1500, play)
     assert means[1] >= means[0] + 0.01 and means[2] >= means[1] + 0.01, means
+
+
+def test_the_verdict_of_a_robust_run_reads_the_robust_constraints_it_played(dro_run):
+    """issue 56: the verdict judges the TV-ball worst case the DRO game played, with the noisy
+    groups' g and the true groups' violation beside it, each as results.json has them."""
+    from fairgames.train.results.verdict import SLACK, verdict_lines
+
+    out = dro_run.results
+    verdict, block = out["verdict"], out["robust"]
+    assert "TV ball" in verdict["judged"]
+    solution = out["solutions"]["recommended"]
+    for name, v in verdict["constraints"].items():
+        for split in ("train", "test"):
+            robust = block["splits"][split]["robust_values"][name]
+            assert v["values"][split] == pytest.approx(robust)
+            assert v["noisy"][split] == pytest.approx(solution[split]["constraints"][name]["value"])
+            assert v["true_violation"][split] == pytest.approx(
+                block["splits"][split]["true_violations"][name])
+        assert (v["status"] == "not_met") == (v["values"]["train"] > SLACK)
+    lines = verdict_lines(verdict)
+    assert "judged on the robust constraints" in lines[0]
+    assert all("noisy groups' g: train" in ln for ln in lines[1:])
+
+
+def test_a_missed_robust_constraint_is_never_read_met():
+    from fairgames.noisy_groups.verdict import robust_verdict
+    from fairgames.train.results.verdict import verdict_lines
+
+    block = {"method": "soft_assignments", "gamma": {"a": 0.2}, "splits": {
+        split: {"robust_values": {"eo": -1.0, "eq": None}, "soft_values": {"eo": 0.08,
+                                                                           "eq": None}}
+        for split in ("train", "test")}}
+    noisy = {name: {"status": "met", "verdict": "met", "train": -0.02, "test": None,
+                    "values": {"train": -0.02, "test": -0.01}, "intervals": {}}
+             for name in ("eo", "eq")}
+    v = robust_verdict(block, noisy, steps=100)
+    assert "soft group assignments" in v["judged"]
+    assert v["constraints"]["eo"]["status"] == "not_met"          # soft_values, not the TV's
+    assert "trainer.steps=200" in v["constraints"]["eo"]["verdict"]
+    # a constraint the robust evaluation does not cover keeps its noisy verdict, saying so
+    assert v["constraints"]["eq"]["status"] == "met"
+    assert "on the noisy groups" in v["constraints"]["eq"]["verdict"]
+    lines = verdict_lines({"solution": "recommended", "resamples": 0, **v})
+    assert lines[1].startswith("  eo: NOT met on train")
+    # a run that is not robust keeps the problem's own verdict
+    assert robust_verdict({**block, "method": "none"}, noisy, steps=100) is None

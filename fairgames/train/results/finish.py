@@ -68,6 +68,10 @@ def evaluate_run(ctx: RunContext, built: RunProblem, trained: Trained,
         block = ext.report(ctx, built, evaluator, solutions["recommended"], selector)
         if block is not None:
             out[ext.group] = clean_numbers(block)
+    for ext in extensions():     # a family that asks other constraints judges them (paper 004)
+        judged = ext.verdict(out)
+        if judged is not None:
+            out["verdict"] = {**out["verdict"], **clean_numbers(dict(judged))}
     if splits.metadata.get("crossed"):  # group_cross: cells kept, dropped, empty per split
         out["crossed_groups"] = splits.metadata["crossed"]
     checked = time.perf_counter()

@@ -230,6 +230,8 @@ def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
     n = verdict.get("resamples") or 0
     how = f"95 % bootstrap interval, {n} resamples" if n else "no interval: trainer.bootstrap=0"
     lines = [f"verdict for the {verdict['solution'].replace('_', ' ')} model (test: {how}):"]
+    if verdict.get("judged"):            # a family's own constraints (paper 004: robust ones)
+        lines[0] = lines[0][:-1] + f", judged on {verdict['judged']}:"
     rows = verdict["constraints"]
     # a long list (paper 003's 2·|𝒜|·N parity rows) shows the rows not met and the tightest
     # on train; report.md has them all
@@ -264,4 +266,10 @@ def _evidence(v: Mapping[str, Any]) -> str:
     test = f"test g = {g(v['values']['test'])}"
     if v["test"] is not None:
         test += f" [{v['test'][0]:.4f}, {v['test'][1]:.4f}]"
-    return f"train g = {g(v['values']['train'])}; {test}"
+    text = f"train g = {g(v['values']['train'])}; {test}"
+    for label, key in (("noisy groups' g", "noisy"), ("true groups' violation",
+                                                      "true_violation")):
+        if key in v:     # beside a family's verdict (paper 004's robust runs), labelled
+            text += (f"; {label}: train {g(v[key].get('train'))}, test "
+                     f"{g(v[key].get('test'))}")
+    return text
