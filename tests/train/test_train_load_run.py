@@ -265,3 +265,61 @@ def test_predict_script_on_a_packaged_data_run_reads_the_encoded_features(mlp_ru
     bad = _predict(str(tmp_path), "--data", str(tmp_path / "x.parquet"), "--out",
                    str(tmp_path / "q.csv"), cwd=tmp_path)
     assert bad.returncode == 1 and "has no run.json" in bad.stderr
+
+
+# --------------------------------------------------------------------------- issue 54/55: files
+def _encoded_test_frame(mlp_run) -> tuple[pd.DataFrame, np.ndarray]:
+    loaded = load_run(mlp_run)
+    test = loaded.data_splits().test
+    frame = pd.DataFrame(test.features.numpy(), columns=test.feature_names)
+    return frame, loaded.recommended.predict_proba(test.features).numpy()
+
+
+def test_predict_may_write_over_its_own_input(mlp_run, tmp_path):
+    # issue 54: --out opened first truncated the input to 0 bytes, then EmptyDataError
+    frame, expected = _encoded_test_frame(mlp_run)
+    path = tmp_path / "x.csv"
+    frame.to_csv(path, index=False)
+    out = _predict(str(mlp_run), "--data", str(path), "--out", str(path), "--chunk-size", "50",
+                   "--keep", *frame.columns[:1], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    preds = pd.read_csv(path)
+    assert len(preds) == len(frame)
+    np.testing.assert_allclose(preds["predict_proba"].to_numpy(), expected, rtol=1e-6)
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]      # no temporary file left
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["other_out", "out_is_data"])
+def test_a_bad_value_in_a_later_chunk_leaves_no_partial_output(mlp_run, tmp_path, same):
+    frame, _ = _encoded_test_frame(mlp_run)
+    frame = frame.astype(object)
+    frame.iloc[len(frame) - 3, 1] = "oops"             # in the last chunk of 50 rows
+    data = tmp_path / "x.csv"
+    frame.to_csv(data, index=False)
+    before = data.read_bytes()
+    target = data if same else tmp_path / "p.csv"
+    if not same:
+        target.write_text("an earlier output\n")
+    out = _predict(str(mlp_run), "--data", str(data), "--out", str(target), "--chunk-size",
+                   "50", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and str(data) in out.stderr
+    assert "could not convert" in out.stderr or "must be numbers" in out.stderr
+    assert data.read_bytes() == before                  # the input as it was
+    if not same:
+        assert target.read_text() == "an earlier output\n"  # the old output untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({data.name, target.name})
+
+
+@pytest.mark.parametrize("header, says", [(False, "is empty"), (True, "has a header but no rows")],
+                         ids=["zero_bytes", "header_only"])
+def test_an_empty_csv_is_named_and_writes_nothing(mlp_run, tmp_path, header, says):
+    # issue 55: raw EmptyDataError; a header-only file gave a header-only output
+    data = tmp_path / "x.csv"
+    features = load_run(mlp_run).record["features"]
+    data.write_text(",".join(features) + "\n" if header else "")
+    out = _predict(str(mlp_run), "--data", str(data), "--out", str(tmp_path / "p.csv"),
+                   cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert says in out.stderr and str(data) in out.stderr
+    assert not (tmp_path / "p.csv").exists()

@@ -40,6 +40,7 @@ from fairgames.game.solutions import load_solution
 from fairgames.models import GridRounded, build_model, decision_threshold
 
 from ..data import PREPROCESS_FILE, load_splits
+from ..files import write_text
 from .predictor import Predictor
 
 RUN_FILE = "run.json"
@@ -76,7 +77,7 @@ def run_record(splits: DatasetSplits, protected: str) -> dict[str, Any]:
 def write_run_record(run_dir: Path, splits: DatasetSplits, protected: str) -> Path:
     """Write ``run.json`` into ``run_dir`` (:func:`run_record`)."""
     path = Path(run_dir) / RUN_FILE
-    path.write_text(json.dumps(run_record(splits, protected), indent=1) + "\n")
+    write_text(path, json.dumps(run_record(splits, protected), indent=1) + "\n")
     return path
 
 
