@@ -201,12 +201,15 @@ def release(path: Path) -> None:
 
 @contextlib.contextmanager
 def claim(run_dir: str | os.PathLike[str] | None) -> Iterator[None]:
-    """Hold ``run_dir``'s lock for the ``with`` block (nothing for ``None``); a file where the
-    directory should be is refused first (:func:`refuse_file`)."""
+    """Hold ``run_dir``'s lock for the ``with`` block (nothing for ``None``); a directory that
+    cannot be made or written (a file in the way, a read-only disk) is named first
+    (:class:`~fairgames.train.loop.checkpoint.CheckpointError`)."""
     if run_dir is None:
         yield
         return
-    refuse_file(run_dir)
+    from .loop.checkpoint import ensure_writable
+
+    ensure_writable(run_dir)
     path = acquire(Path(run_dir))
     try:
         yield

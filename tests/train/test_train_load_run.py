@@ -323,3 +323,77 @@ def test_an_empty_csv_is_named_and_writes_nothing(mlp_run, tmp_path, header, say
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert says in out.stderr and str(data) in out.stderr
     assert not (tmp_path / "p.csv").exists()
+
+
+# --------------------------------------------------------------------------- damaged run files
+def _cut(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip(path: Path) -> None:
+    """One bit flipped in the middle of the first tensor record's bytes (not in a header)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if "/data/" in i.filename)
+    data = bytearray(path.read_bytes())
+    # the local header's own name and extra lengths (torch pads the extra field to align data)
+    name_len, extra_len = (int.from_bytes(data[info.header_offset + k:info.header_offset + k + 2],
+                                          "little") for k in (26, 28))
+    at = info.header_offset + 30 + name_len + extra_len + info.file_size // 2
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("file, damage, says", [
+    ("results.json", lambda p: p.write_text(""), "is empty"),
+    ("results.json", _cut, "is damaged (not valid JSON"),
+    ("preprocess.json", lambda p: p.write_text(""), "is empty"),
+    ("preprocess.json", lambda p: p.write_text('{"format": "x"}'), "cannot be used"),
+    ("recommended.pt", lambda p: p.write_bytes(b""), "the file is empty"),
+    ("recommended.pt", _cut, "truncated or damaged"),
+    ("recommended.pt", _flip, "fails its checksum"),
+    ("recommended.pt", lambda p: p.unlink(), "is missing"),
+], ids=["results_empty", "results_cut", "pre_empty", "pre_foreign", "pt_empty", "pt_cut",
+        "pt_flipped", "pt_missing"])
+def test_a_damaged_run_file_is_named_with_the_remedy(table_run, tmp_path, file, damage, says):
+    # issue 55: raw JSONDecodeError, bare EOFError, "PytorchStreamReader failed"
+    copy = tmp_path / "copy"
+    shutil.copytree(table_run[0], copy)
+    damage(copy / file)
+    with pytest.raises(RunFormatError) as info:
+        load_run(copy)
+    message = str(info.value)
+    assert str(copy / file) in message and says in message
+    assert f"run_dir={copy} overwrite=true" in message      # no checkpoint: train again
+
+
+def test_predict_names_a_damaged_run_file(mlp_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(mlp_run, copy)
+    (copy / "results.json").write_text("")
+    (tmp_path / "x.csv").write_text("x0\n1\n")
+    out = _predict(str(copy), "--data", str(tmp_path / "x.csv"), "--out",
+                   str(tmp_path / "p.csv"), cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"{copy / 'results.json'} is empty" in out.stderr
+
+
+def test_a_run_missing_its_solution_says_to_resume_and_resuming_restores_it(compose_cfg,
+                                                                            tmp_path):
+    run_dir = tmp_path / "run"
+    args = ("data=synthetic", "data.n=800", "problem=equal_opportunity", "trainer=smoke",
+            "trainer.steps=20", "trainer.bootstrap=0", "trainer.checkpoint_every=10")
+    run(compose_cfg(*args), run_dir=run_dir)
+    expected = load_run(run_dir).recommended.state_dict()
+    (run_dir / "recommended.pt").unlink()
+    with pytest.raises(RunFormatError, match=rf"trainer.resume={run_dir}\)"):
+        load_run(run_dir)
+    # the remedy works: the resumed run writes its outputs again, the same solution
+    run(compose_cfg(*args, f"trainer.resume={run_dir}"), run_dir=run_dir,
+        overrides=[f"trainer.resume={run_dir}"])
+    again = load_run(run_dir).recommended.state_dict()
+    assert sorted(again) == sorted(expected)
+    for key, value in expected.items():
+        torch.testing.assert_close(again[key], value, rtol=0, atol=0)
