@@ -8,8 +8,11 @@ prediction for a binary target, the expected prediction for a real one) and ``pr
 member drawn per row, seeded by ``--seed``; the model's own prediction for a deterministic
 solution). A run on your own table (``data=table``) takes raw rows (its ``preprocess.json``
 encodes them; the target column is not needed, the protected one only if it was a feature);
-a run on a packaged data set takes the encoded feature columns ``run.json`` names. Exit
-status 1 when the run or the data cannot be used (the message says why), 2 for bad arguments.
+a run on a packaged data set takes the encoded feature columns ``run.json`` names. The
+predictions go to a temporary file beside ``--out``, renamed over it once every row is
+written: ``--out`` may name ``--data`` itself (the input is read to its end first), and a
+failure leaves neither a partial output nor a changed input. Exit status 1 when the run, the
+data or the output cannot be used (the message says why), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from fairgames.data import DataError
 from fairgames.data.table import CSV_SUFFIXES, PARQUET_SUFFIXES
 from fairgames.train.deploy.load import RunFormatError, load_run
 from fairgames.train.deploy.predictor import Predictor
+from fairgames.train.files import OutputError, atomic_file
 
 SOLUTIONS = ("recommended", "best_iterate", "final", "stochastic")
 
@@ -41,10 +45,24 @@ def chunks(path: Path, size: int) -> Iterator[pd.DataFrame]:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=size):
             yield batch.to_pandas()
     elif name.endswith(CSV_SUFFIXES):
-        yield from pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",", chunksize=size)
+        yield from _csv_chunks(path, sep="\t" if name.endswith(".tsv") else ",", size=size)
     else:
         raise DataError(f"the data file {path} has no known suffix; use a CSV {CSV_SUFFIXES} "
                         f"or a Parquet file {PARQUET_SUFFIXES}")
+
+
+def _csv_chunks(path: Path, sep: str, size: int) -> Iterator[pd.DataFrame]:
+    """A CSV's chunks; an empty file or one that does not parse is a :class:`DataError`
+    naming it (pandas' own errors name neither the file nor the row)."""
+    try:
+        yield from pd.read_csv(path, sep=sep, chunksize=size)
+    except pd.errors.EmptyDataError as e:
+        raise DataError(f"the data file {path} is empty (no header, no rows): give a CSV "
+                        "with a header line and one row per example") from e
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"the data file {path} cannot be parsed as CSV ({e}): check its "
+                        "separator (',' for .csv, tab for .tsv), quoting and encoding "
+                        "(UTF-8)") from e
 
 
 def inputs(predictor: Predictor, frame: pd.DataFrame, features: Sequence[str] | None
@@ -59,7 +77,11 @@ def inputs(predictor: Predictor, frame: pd.DataFrame, features: Sequence[str] | 
     if missing:
         raise DataError(f"the data lacks the run's feature column(s) {missing[:8]}; a run on a "
                         f"packaged data set takes its encoded features {list(features)[:8]}...")
-    return torch.as_tensor(frame[list(features)].to_numpy(dtype="float32"))
+    try:
+        values = frame[list(features)].to_numpy(dtype="float32")
+    except (TypeError, ValueError) as e:    # e.g. a text cell in an encoded feature column
+        raise DataError(f"the run's feature columns must be numbers: {e}") from e
+    return torch.as_tensor(values)
 
 
 def predict_file(run_dir: Path, data: Path, out: Path, solution: str = "recommended",
@@ -70,18 +92,28 @@ def predict_file(run_dir: Path, data: Path, out: Path, solution: str = "recommen
     predictor = run.solutions[solution]
     generator = torch.Generator(predictor.weights.device).manual_seed(seed)
     rows, header = 0, True
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
+    # written beside --out and renamed over it at the end: never opened over the input,
+    # never left partial (an error below removes the temporary file)
+    with atomic_file(out, "w", newline="", elsewhere="or give --out a writable place") as f:
         for frame in chunks(data, chunk_size):
+            if frame.empty:                 # a header-only CSV's one chunk: no rows
+                continue
             lacking = [c for c in keep if c not in frame.columns]
             if lacking:
                 raise DataError(f"--keep names column(s) {lacking} that {data} lacks")
-            x = inputs(predictor, frame, run.record.get("features"))
-            table = frame[list(keep)].copy()
-            table["predict_proba"] = predictor.predict_proba(x).cpu().numpy()
-            table["predict"] = predictor.predict(x, generator=generator).cpu().numpy()
+            try:
+                x = inputs(predictor, frame, run.record.get("features"))
+                table = frame[list(keep)].copy()
+                table["predict_proba"] = predictor.predict_proba(x).cpu().numpy()
+                table["predict"] = predictor.predict(x, generator=generator).cpu().numpy()
+            except DataError as e:
+                raise DataError(f"{data}, rows {rows + 1}-{rows + len(frame)}: {e}; nothing "
+                                f"was written to {out}") from e
             table.to_csv(f, header=header, index=False)
             rows, header = rows + len(frame), False
+        if rows == 0:
+            raise DataError(f"the data file {data} has a header but no rows: nothing to "
+                            "predict")
     return rows
 
 
@@ -100,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows = predict_file(args.run_dir, args.data, args.out, args.solution, args.seed,
                             args.chunk_size, args.keep)
-    except (RunFormatError, DataError) as e:
+    except (RunFormatError, DataError, OutputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{args.out}: {rows} rows predicted by the {args.solution} solution of {args.run_dir}")

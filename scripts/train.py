@@ -52,12 +52,15 @@ from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
 from fairgames.train.config.resume import hydra_resume_args, hydra_run_dir_args
+from fairgames.train.files import OutputError
 from fairgames.train.loop.checkpoint import NoCheckpointError
 from fairgames.train.loop.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.method import summary_lines
 from fairgames.train.results.early_stop import early_stop_line
 from fairgames.train.results.report import largest_violation
 from fairgames.train.results.verdict import verdict_lines
+from fairgames.train.run_dir import RunDirError, refuse_shared_multirun
+from fairgames.train.run_dir import hydra_args as run_dir_args
 from fairgames.train.sweeps.launch import LAUNCHERS
 from fairgames.train.sweeps.score import score
 from fairgames.train.sweeps.tune import bars_garble, one_thread_per_job, tune
@@ -84,6 +87,12 @@ def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = cfg.run_dir or hydra_cfg.runtime.output_dir
     one_thread_per_job(hydra_cfg.get("launcher"))
+    try:                                 # job 1 of a sweep would overwrite job 0
+        refuse_shared_multirun(cfg.run_dir, cfg._get_node("run_dir")._value(),
+                               hydra_cfg.mode == RunMode.MULTIRUN)
+    except RunDirError as e:
+        say(f"error: {e}", err=True)
+        sys.exit(2)
     if bars_garble(hydra_cfg.get("launcher"), hydra_cfg.overrides.task):
         # each job says when it starts and prints its summary when it ends
         cfg.trainer.progress = False
@@ -98,8 +107,9 @@ def main(cfg: DictConfig) -> float | None:
     except (ConfigError, ProblemError, EmptySubsetError, NoCheckpointError, FamilyError) as e:
         say(f"error: {e}", err=True)
         sys.exit(2)
-    except (DataError, CheckpointError) as e:   # a file missing or damaged: the message says
-        say(f"error: {e}", err=True)                 # what to do
+    # a file missing or damaged, or a disk that refuses a write: the message says what to do
+    except (DataError, CheckpointError, OutputError) as e:
+        say(f"error: {e}", err=True)
         sys.exit(1)
     except RunInterrupted as e:
         finished = True
@@ -260,4 +270,9 @@ if __name__ == "__main__":
     # torchrun: rank 0 writes (the other ranks' hydra.run.dir is ".", before run_dir's)
     sys.argv[1:] = hydra_args(sys.argv[1:], os.environ.get("RANK"))
     sys.argv[1:] = hydra_run_dir_args(sys.argv[1:])  # run_dir=...: .hydra/ and train.log there
+    try:              # a file as run_dir; another run's .hydra/ record kept until it is decided
+        sys.argv[1:] = run_dir_args(sys.argv[1:])
+    except RunDirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     cli()

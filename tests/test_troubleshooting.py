@@ -34,7 +34,8 @@ def defined_classes() -> set[str]:
 
 
 def source_text() -> str:
-    files = [*sorted((ROOT / "fairgames").rglob("*.py")), ROOT / "scripts" / "train.py"]
+    files = [*sorted((ROOT / "fairgames").rglob("*.py")), ROOT / "scripts" / "train.py",
+             ROOT / "scripts" / "predict.py"]
     text = "\n".join(f.read_text() for f in files)
     return JOIN.sub("", text)
 

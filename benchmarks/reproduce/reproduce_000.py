@@ -286,6 +286,8 @@ def run_engine_cell(cell: dict[str, Any], args: dict[str, Any], unc_error: float
     ov = protocol_overrides(cell, args, unc_error)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("train", overrides=ov)
+    # a rerun recomputes the cell in its own directory (the cell store decides what reruns)
+    cfg.overwrite = True
     run_dir = Path(args["work_dir"]) / cell_key(cell)
     try:
         run(cfg, run_dir=run_dir)

@@ -40,6 +40,7 @@ from fairgames.train.config import ConfigError
 from fairgames.train.config.checks import Checks
 from fairgames.train.context import Helpers, RunContext, RunProblem
 from fairgames.train.data import predict_scores
+from fairgames.train.files import save_figure
 from fairgames.train.loop.logger import RunLogger
 from fairgames.train.method import Method, Trained, training_record, whole_training_split
 from fairgames.train.results.solutions import Candidates
@@ -222,8 +223,10 @@ def plot_reduction(result: ReductionResult, path: Path, game: str) -> None:
     for ax in axes:
         ax.set_xlabel("iteration")
     axes[0].legend(fontsize="small")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=100)      # whole or not at all; a full disk: OutputError
+    finally:
+        plt.close(fig)
 
 
 def _finite(v: float) -> float | None:

@@ -43,6 +43,7 @@ from .deploy.load import write_run_record
 from .loop.checkpoint import CheckpointError, ensure_writable, find_checkpoint, read_latest
 from .loop.engine import ENGINE_FORMAT
 from .loop.parallel import DataParallel
+from .run_dir import check_free
 from .subsets import statements
 
 ModelFactory = Callable[[], torch.nn.Module]
@@ -98,7 +99,8 @@ class RunInputs:
     ``(path, state)`` a resume continues, when already read (else ``trainer.resume`` is read);
     ``groups``: the settings of the families' config groups, by group name (e.g. ``robust``,
     :func:`fairgames.train.method.register_group`); ``parallel``: this rank of a
-    ``trainer.distributed`` run (it writes if it is rank 0).
+    ``trainer.distributed`` run (it writes if it is rank 0); ``overwrite``: a new run may
+    replace another run's files in ``run_dir`` (:mod:`fairgames.train.run_dir`).
     """
 
     model: ModelRecipe
@@ -115,6 +117,7 @@ class RunInputs:
     checkpoint: tuple[Path, dict[str, Any]] | None = None
     groups: Mapping[str, Any] = field(default_factory=dict)
     parallel: DataParallel | None = None
+    overwrite: bool = False
 
 
 @dataclass
@@ -188,6 +191,10 @@ def load_context(inputs: RunInputs) -> RunContext:
     inputs = _family_game(inputs, stated, found)
     steps = total_steps(inputs.trainer, len(train), default)
     if run_dir is not None:
+        # another run's finished outputs or checkpoint are refused (resume, overwrite=true)
+        config = inputs.config
+        check_free(run_dir, overwrite=inputs.overwrite, resuming=found is not None,
+                   differs=lambda stored: diff_config(stored, config))
         ensure_writable(run_dir)
         write_preprocessing(run_dir, splits)   # own table data: new rows need its encoders
         write_run_record(run_dir, splits, protected)   # run.json: format version, for load_run

@@ -43,6 +43,7 @@ from fairgames.game.solutions import StochasticModel
 from fairgames.rates import Batch
 
 from .config import ConfigError
+from .files import write_text
 
 SYNTHETIC_PROTECTED = "group"   # make_synthetic's only attribute
 OWN_TABLE = "table"             # data=table: the user's file (fairgames.data.load_table)
@@ -167,7 +168,7 @@ def write_preprocessing(run_dir: Path, splits: DatasetSplits) -> Path | None:
     if pre is None:
         return None
     path = Path(run_dir) / PREPROCESS_FILE
-    path.write_text(json.dumps(pre.to_dict(), indent=1) + "\n")
+    write_text(path, json.dumps(pre.to_dict(), indent=1) + "\n")   # whole or not at all
     return path
 
 

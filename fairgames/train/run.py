@@ -79,6 +79,7 @@ from .problem import compile_problem
 from .problem import evaluator as run_evaluator
 from .results.finish import evaluate_run, write_run
 from .results.report import clean_numbers
+from .run_dir import claim
 from .subsets import require_training_subsets
 
 
@@ -173,7 +174,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None,
     inputs = _inputs(cfg, device or resolve_device(cfg.trainer.device), parallel)
     return _execute(dataclasses.replace(
         inputs, run_dir=directory if parallel is None or parallel.writes else None,
-        checkpoint=checkpoint))
+        checkpoint=checkpoint, overwrite=bool(cfg.get("overwrite", False))))
 
 
 def _inputs(cfg: DictConfig, device: torch.device, parallel: DataParallel | None
@@ -239,7 +240,8 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         algorithm: str | Mapping[str, Any] | AlgorithmConfig = "proxy_lagrangian",
         trainer: Mapping[str, Any] | TrainerConfig | None = None, seed: int = 0,
         run_dir: str | Path | None = None, tolerance: float | None = None,
-        baseline_scores: Mapping[str, torch.Tensor] | None = None) -> RunResult:
+        baseline_scores: Mapping[str, torch.Tensor] | None = None,
+        overwrite: bool = False) -> RunResult:
     """Train your own ``model`` on a problem with the engine (logging, snapshots, solutions).
 
     Args:
@@ -254,6 +256,8 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         trainer: :class:`TrainerConfig` fields (steps, batch_size, ...).
         seed: seed of the minibatch order and of helper models.
         run_dir: write outputs (results.json, report.md, TensorBoard, checkpoints) here.
+            A directory holding another run is refused unless ``overwrite``
+            (:mod:`fairgames.train.run_dir`).
         tolerance: overrides the problem's ``tolerance``.
         baseline_scores: ``{split: [N] scores}`` of a churn baseline (else trained).
 
@@ -280,7 +284,7 @@ def fit(model: torch.nn.Module, problem: ProblemSpec | str | Problem, splits: Da
         model=_user_model(model, optimizer, fused=trainer.compile), spec=problem, splits=splits,
         protected=protected, algorithm=algorithm, trainer=trainer, seed=seed, device=device,
         run_dir=Path(run_dir) if run_dir is not None else None, config=clean_numbers(config),
-        baseline=BaselineSource(scores=baseline_scores)))
+        baseline=BaselineSource(scores=baseline_scores), overwrite=overwrite))
 
 
 def _fit_configs(protected: str, algorithm: str | Mapping[str, Any] | AlgorithmConfig,
@@ -399,6 +403,11 @@ def _execute(inputs: RunInputs) -> RunResult:
     """The pipeline, read top to bottom: load → helpers → problem → method → solutions →
     report. The method is the one the config names (:func:`~fairgames.train.method.method_for`),
     else the game."""
+    with claim(inputs.run_dir):     # the run directory's lock, held until the outputs are out
+        return _pipeline(inputs)
+
+
+def _pipeline(inputs: RunInputs) -> RunResult:
     method = method_for(inputs.config) or GameMethod()
     clock = _StageClock()
     ctx = load_context(method.prepare(inputs))

@@ -344,7 +344,8 @@ NOT_PINNED = {"run_dir",                 # the engine's run() is given its run d
               "problem.description",     # prose in the run's report
               "problem.data_sets",       # documentation: which data the problem is meant for
               "trainer.bootstrap",       # resamples of the reported intervals, after training
-              "families"}                # modules of one's own families: none here
+              "families",                # modules of one's own families: none here
+              "overwrite"}               # run_cell sets it: a cell reruns into its own dir
 
 
 def _compose(rep, config_dir: Path, ov: list[str]) -> dict:

@@ -265,3 +265,135 @@ def test_predict_script_on_a_packaged_data_run_reads_the_encoded_features(mlp_ru
     bad = _predict(str(tmp_path), "--data", str(tmp_path / "x.parquet"), "--out",
                    str(tmp_path / "q.csv"), cwd=tmp_path)
     assert bad.returncode == 1 and "has no run.json" in bad.stderr
+
+
+# --------------------------------------------------------------------------- issue 54/55: files
+def _encoded_test_frame(mlp_run) -> tuple[pd.DataFrame, np.ndarray]:
+    loaded = load_run(mlp_run)
+    test = loaded.data_splits().test
+    frame = pd.DataFrame(test.features.numpy(), columns=test.feature_names)
+    return frame, loaded.recommended.predict_proba(test.features).numpy()
+
+
+def test_predict_may_write_over_its_own_input(mlp_run, tmp_path):
+    # issue 54: --out opened first truncated the input to 0 bytes, then EmptyDataError
+    frame, expected = _encoded_test_frame(mlp_run)
+    path = tmp_path / "x.csv"
+    frame.to_csv(path, index=False)
+    out = _predict(str(mlp_run), "--data", str(path), "--out", str(path), "--chunk-size", "50",
+                   "--keep", *frame.columns[:1], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    preds = pd.read_csv(path)
+    assert len(preds) == len(frame)
+    np.testing.assert_allclose(preds["predict_proba"].to_numpy(), expected, rtol=1e-6)
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]      # no temporary file left
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["other_out", "out_is_data"])
+def test_a_bad_value_in_a_later_chunk_leaves_no_partial_output(mlp_run, tmp_path, same):
+    frame, _ = _encoded_test_frame(mlp_run)
+    frame = frame.astype(object)
+    frame.iloc[len(frame) - 3, 1] = "oops"             # in the last chunk of 50 rows
+    data = tmp_path / "x.csv"
+    frame.to_csv(data, index=False)
+    before = data.read_bytes()
+    target = data if same else tmp_path / "p.csv"
+    if not same:
+        target.write_text("an earlier output\n")
+    out = _predict(str(mlp_run), "--data", str(data), "--out", str(target), "--chunk-size",
+                   "50", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and str(data) in out.stderr
+    assert "could not convert" in out.stderr or "must be numbers" in out.stderr
+    assert data.read_bytes() == before                  # the input as it was
+    if not same:
+        assert target.read_text() == "an earlier output\n"  # the old output untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({data.name, target.name})
+
+
+@pytest.mark.parametrize("header, says", [(False, "is empty"), (True, "has a header but no rows")],
+                         ids=["zero_bytes", "header_only"])
+def test_an_empty_csv_is_named_and_writes_nothing(mlp_run, tmp_path, header, says):
+    # issue 55: raw EmptyDataError; a header-only file gave a header-only output
+    data = tmp_path / "x.csv"
+    features = load_run(mlp_run).record["features"]
+    data.write_text(",".join(features) + "\n" if header else "")
+    out = _predict(str(mlp_run), "--data", str(data), "--out", str(tmp_path / "p.csv"),
+                   cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert says in out.stderr and str(data) in out.stderr
+    assert not (tmp_path / "p.csv").exists()
+
+
+# --------------------------------------------------------------------------- damaged run files
+def _cut(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip(path: Path) -> None:
+    """One bit flipped in the middle of the first tensor record's bytes (not in a header)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if "/data/" in i.filename)
+    data = bytearray(path.read_bytes())
+    # the local header's own name and extra lengths (torch pads the extra field to align data)
+    name_len, extra_len = (int.from_bytes(data[info.header_offset + k:info.header_offset + k + 2],
+                                          "little") for k in (26, 28))
+    at = info.header_offset + 30 + name_len + extra_len + info.file_size // 2
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("file, damage, says", [
+    ("results.json", lambda p: p.write_text(""), "is empty"),
+    ("results.json", _cut, "is damaged (not valid JSON"),
+    ("preprocess.json", lambda p: p.write_text(""), "is empty"),
+    ("preprocess.json", lambda p: p.write_text('{"format": "x"}'), "cannot be used"),
+    ("recommended.pt", lambda p: p.write_bytes(b""), "the file is empty"),
+    ("recommended.pt", _cut, "truncated or damaged"),
+    ("recommended.pt", _flip, "fails its checksum"),
+    ("recommended.pt", lambda p: p.unlink(), "is missing"),
+], ids=["results_empty", "results_cut", "pre_empty", "pre_foreign", "pt_empty", "pt_cut",
+        "pt_flipped", "pt_missing"])
+def test_a_damaged_run_file_is_named_with_the_remedy(table_run, tmp_path, file, damage, says):
+    # issue 55: raw JSONDecodeError, bare EOFError, "PytorchStreamReader failed"
+    copy = tmp_path / "copy"
+    shutil.copytree(table_run[0], copy)
+    damage(copy / file)
+    with pytest.raises(RunFormatError) as info:
+        load_run(copy)
+    message = str(info.value)
+    assert str(copy / file) in message and says in message
+    assert f"run_dir={copy} overwrite=true" in message      # no checkpoint: train again
+
+
+def test_predict_names_a_damaged_run_file(mlp_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(mlp_run, copy)
+    (copy / "results.json").write_text("")
+    (tmp_path / "x.csv").write_text("x0\n1\n")
+    out = _predict(str(copy), "--data", str(tmp_path / "x.csv"), "--out",
+                   str(tmp_path / "p.csv"), cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"{copy / 'results.json'} is empty" in out.stderr
+
+
+def test_a_run_missing_its_solution_says_to_resume_and_resuming_restores_it(compose_cfg,
+                                                                            tmp_path):
+    run_dir = tmp_path / "run"
+    args = ("data=synthetic", "data.n=800", "problem=equal_opportunity", "trainer=smoke",
+            "trainer.steps=20", "trainer.bootstrap=0", "trainer.checkpoint_every=10")
+    run(compose_cfg(*args), run_dir=run_dir)
+    expected = load_run(run_dir).recommended.state_dict()
+    (run_dir / "recommended.pt").unlink()
+    with pytest.raises(RunFormatError, match=rf"trainer.resume={run_dir}\)"):
+        load_run(run_dir)
+    # the remedy works: the resumed run writes its outputs again, the same solution
+    run(compose_cfg(*args, f"trainer.resume={run_dir}"), run_dir=run_dir,
+        overrides=[f"trainer.resume={run_dir}"])
+    again = load_run(run_dir).recommended.state_dict()
+    assert sorted(again) == sorted(expected)
+    for key, value in expected.items():
+        torch.testing.assert_close(again[key], value, rtol=0, atol=0)

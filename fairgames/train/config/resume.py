@@ -26,7 +26,7 @@ from .errors import ConfigError
 # Keys a resumed run may change without invalidating its checkpoint.
 RESUME_FREE = {"trainer.resume", "trainer.stop_after", "trainer.progress", "trainer.steps",
                "trainer.epochs", "trainer.plots", "trainer.tensorboard", "trainer.bootstrap",
-               "run_dir"}
+               "run_dir", "overwrite"}
 # Keys that belong to one invocation, never to the stored run.
 PER_INVOCATION = ("trainer.resume", "trainer.stop_after")
 # Placeholders a run resolves as it loads and stores resolved: a given placeholder names no

@@ -112,7 +112,8 @@ def algorithm_schema() -> type:
 @dataclass
 class TrainConfig:
     """The whole run, the core's groups: a family's own group (e.g. ``robust``) joins them in
-    :func:`train_schema`. ``run_dir`` defaults to Hydra's output directory; ``families``
+    :func:`train_schema`. ``run_dir`` defaults to Hydra's output directory (``overwrite``: a
+    new run may replace another run there, :mod:`fairgames.train.run_dir`); ``families``
     names modules of families of your own, imported before the config is composed
     (:mod:`fairgames.families`).
 
@@ -133,6 +134,7 @@ class TrainConfig:
     seed: int = 0
     run_dir: str | None = None
     families: list[str] = field(default_factory=list)
+    overwrite: bool = False
 
 
 _ROOTS: dict[tuple[Any, ...], type] = {}
@@ -145,7 +147,7 @@ def train_schema() -> type:
 
     Example:
         >>> [f.name for f in fields(train_schema())][-4:]
-        ['robust', 'seed', 'run_dir', 'families']
+        ['seed', 'run_dir', 'families', 'overwrite']
     """
     from ..registry import family_groups
 

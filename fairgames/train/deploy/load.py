@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from fairgames.data import DatasetSplits, TablePreprocessor
+from fairgames.data import DataError, DatasetSplits, TablePreprocessor
 from fairgames.game.solutions import load_solution
 from fairgames.models import GridRounded, build_model, decision_threshold
 
 from ..data import PREPROCESS_FILE, load_splits
+from ..files import write_text
 from .predictor import Predictor
 
 RUN_FILE = "run.json"
@@ -76,7 +78,7 @@ def run_record(splits: DatasetSplits, protected: str) -> dict[str, Any]:
 def write_run_record(run_dir: Path, splits: DatasetSplits, protected: str) -> Path:
     """Write ``run.json`` into ``run_dir`` (:func:`run_record`)."""
     path = Path(run_dir) / RUN_FILE
-    path.write_text(json.dumps(run_record(splits, protected), indent=1) + "\n")
+    write_text(path, json.dumps(run_record(splits, protected), indent=1) + "\n")
     return path
 
 
@@ -165,7 +167,9 @@ def load_run(run_dir: str | os.PathLike[str], *, model: nn.Module | None = None,
 
     Raises:
         RunFormatError: not a run directory, a format version this fairgames cannot read, an
-            unfinished run (no ``results.json``: resume it), or a solution file missing.
+            unfinished run (no ``results.json``: resume it), or a file of the run missing,
+            empty or damaged (``results.json``, ``preprocess.json``, a solution file): the
+            message names it and says to resume the run or train it again.
     """
     root = Path(run_dir)
     record = read_run_record(root)
@@ -173,17 +177,73 @@ def load_run(run_dir: str | os.PathLike[str], *, model: nn.Module | None = None,
     if not results_path.is_file():
         raise RunFormatError(f"{root} holds no {RESULTS_FILE}: the run has not finished; "
                              f"resume it (python scripts/train.py trainer.resume={root})")
-    results = json.loads(results_path.read_text())
+    results = _read_json(results_path, root)
     pre = None
     if record.get("preprocess"):
-        pre = TablePreprocessor.from_dict(json.loads((root / record["preprocess"]).read_text()))
+        pre_path = root / record["preprocess"]
+        try:
+            pre = TablePreprocessor.from_dict(_read_json(pre_path, root))
+        except DataError as e:       # readable JSON, but not a preprocessing record
+            raise RunFormatError(f"{pre_path} cannot be used ({e}): {_remedy(root)}") from e
     run = LoadedRun(root, record, results, preprocessor=pre)
     for name, file in record["solutions"].items():
         path = root / file
         if not path.is_file():
-            raise RunFormatError(f"{path} is missing: the run directory is incomplete")
-        run.solutions[name] = _predictor(path, name, record, pre, model, device)
+            raise RunFormatError(f"{path} is missing: the run directory is incomplete; "
+                                 f"{_remedy(root)}")
+        problem = _archive_problem(path)
+        if problem is not None:
+            raise RunFormatError(f"{path} cannot be read: {problem}; {_remedy(root)}")
+        try:
+            run.solutions[name] = _predictor(path, name, record, pre, model, device)
+        except RunFormatError:
+            raise
+        except Exception as e:   # noqa: BLE001 (torch raises many kinds on a bad file)
+            raise RunFormatError(f"{path} cannot be read ({type(e).__name__}: {e}): "
+                                 f"{_remedy(root)}") from e
     return run
+
+
+def _remedy(root: Path) -> str:
+    """How to get a run directory's outputs back: resume it while its checkpoint is there (the
+    run's outputs are written again at its end), else train it again."""
+    if any((root / n).is_file() for n in ("checkpoint.pt", "checkpoint.prev.pt")):
+        return (f"resume the run to write its outputs again (python scripts/train.py "
+                f"trainer.resume={root}), or train it again (its command with overwrite=true)")
+    return (f"train the run again (its command with run_dir={root} overwrite=true; it has no "
+            "checkpoint to resume)")
+
+
+def _read_json(path: Path, root: Path) -> Any:
+    """A run file's JSON; an empty, cut-short or unreadable file named with the remedy."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunFormatError(f"{path} cannot be read ({e}): {_remedy(root)}") from e
+    if not text.strip():
+        raise RunFormatError(f"{path} is empty ({len(text)} bytes), e.g. a copy cut short or a "
+                             f"full disk: {_remedy(root)}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RunFormatError(f"{path} is damaged (not valid JSON: {e}): {_remedy(root)}") from e
+
+
+def _archive_problem(path: Path) -> str | None:
+    """What is wrong with a solution file as a PyTorch zip archive; ``None``: its records
+    pass their CRC-32 checksums (a flipped bit in a tensor's bytes does not)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if not zipfile.is_zipfile(path):
+        return (f"the file is truncated or damaged ({size} bytes, no zip directory), e.g. a "
+                "copy cut short or a full disk")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        return f"the file is damaged ({type(e).__name__}: {e})"
+    return None if bad is None else f"the file is damaged (its record {bad!r} fails its checksum)"
 
 
 def _predictor(path: Path, name: str, record: Mapping[str, Any],

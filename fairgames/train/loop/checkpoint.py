@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import pickle
@@ -40,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from ..files import sync_dir, synced
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"
@@ -164,16 +165,10 @@ def _tmp(path: Path) -> Path:
 
 def _write_tmp(state: dict[str, Any], path: Path) -> None:
     """The state in ``path.tmp``, on the disk (flushed and fsynced) before any rename."""
-    tmp = _tmp(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
+        with synced(_tmp(path), "wb") as f:    # a failed write removes the partial .tmp
             torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)     # a full disk gets its space back
         raise _write_error(path, e) from e
 
 
@@ -184,18 +179,7 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _sync_dir(directory: Path) -> None:
-    """Make the renames durable (POSIX); a platform that cannot open a directory skips it."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+_sync_dir = sync_dir      # the renames made durable: the same core as every run file's
 
 
 def _write_error(path: Path, err: OSError) -> CheckpointError:

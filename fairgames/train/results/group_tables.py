@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..files import write_text
+
 GROUPS_FILE, CONSTRAINTS_FILE = "groups.csv", "constraints.csv"
 OVERALL = "overall"
 NOT_SUMMARISED = ("count", "share")
@@ -95,5 +97,6 @@ def constraints_table(results: Mapping[str, Any]) -> pd.DataFrame:
 
 def write_tables(results: Mapping[str, Any], run_dir: Path) -> None:
     """``groups.csv`` and ``constraints.csv`` in ``run_dir``."""
-    groups_table(results).to_csv(Path(run_dir) / GROUPS_FILE, index=False)
-    constraints_table(results).to_csv(Path(run_dir) / CONSTRAINTS_FILE, index=False)
+    # each written whole or not at all (a full disk: OutputError naming the file)
+    write_text(Path(run_dir) / GROUPS_FILE, groups_table(results).to_csv(index=False))
+    write_text(Path(run_dir) / CONSTRAINTS_FILE, constraints_table(results).to_csv(index=False))

@@ -19,10 +19,11 @@ from fairgames.game import ConstrainedOptimizer
 from fairgames.game.solutions import save_solution
 
 from ..config import TrainerConfig
+from ..files import atomic_file, write_json, write_text
 from ..loop.engine import Engine, unique_names
 from ..loop.logger import RunLogger
 from .group_tables import write_tables
-from .report import SPLITS, largest_violation, plot_dynamics, render_report, write_json
+from .report import SPLITS, largest_violation, plot_dynamics, render_report
 
 SOLUTION_FILES = {"final": "final.pt", "best_iterate": "best_iterate.pt",
                   "stochastic": "stochastic.pt", "recommended": "recommended.pt"}
@@ -48,16 +49,17 @@ def write_files(run_dir: Path, results: dict[str, Any], statements: Mapping[str,
     for every solution file)."""
     write_json(results, run_dir / "results.json")
     plots = sorted(p.name for p in run_dir.glob("*.png"))     # the method's, written before
-    (run_dir / "report.md").write_text(render_report(results, statements, plots))
+    write_text(run_dir / "report.md", render_report(results, statements, plots))
     write_tables(results, run_dir)          # groups.csv, constraints.csv
     for name, solution in solutions.items():
         # recommended.pt says what it is and why (results.json's training.recommended)
         why = {"choice": results["training"]["recommended"]} if name == "recommended" else {}
-        save_solution(run_dir / SOLUTION_FILES[name], solution,
-                      metadata={"solution": name, "model": model_config,
-                                "problem": statements.get("name"),
-                                "steps": results["training"]["steps"], **why,
-                                **(metadata or {})})
+        with atomic_file(run_dir / SOLUTION_FILES[name], "wb") as f:
+            save_solution(f, solution,
+                          metadata={"solution": name, "model": model_config,
+                                    "problem": statements.get("name"),
+                                    "steps": results["training"]["steps"], **why,
+                                    **(metadata or {})})
 
 
 def log_final(logger: RunLogger, step: int, results: Mapping[str, Any]) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ..files import save_figure, write_json  # noqa: F401  (write_json: its old home)
 from .group_tables import CONSTRAINTS_FILE, GROUPS_FILE, NOT_SUMMARISED, group_frame, summary
 
 SCHEMA_VERSION = 3     # the history of its changes: CHANGELOG.md
@@ -196,13 +196,6 @@ def clean_numbers(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [clean_numbers(v) for v in obj]
     return obj
-
-
-def write_json(obj: Any, path: Path) -> None:
-    """Write ``obj`` as indented JSON atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, path)
 
 
 def largest_violation(metrics: Mapping[str, Any]) -> float | None:
@@ -532,5 +525,7 @@ def plot_dynamics(history: Sequence[Mapping[str, Any]], path: Path,
     import matplotlib.pyplot as plt
 
     fig = dynamics_figure(history, constraint_rows, max_lines, **options)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=100)
+    finally:
+        plt.close(fig)

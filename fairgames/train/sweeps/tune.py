@@ -50,7 +50,8 @@ from fairgames.game import PRESETS, best_iterate
 
 from ..config import ConfigError, tune_step_keys
 from ..config.resume import override_key
-from ..results.report import clean_numbers, write_json
+from ..files import write_json
+from ..results.report import clean_numbers
 
 TUNE_FILE = "tune.json"
 SWEEP_DIR = "sweep"
