@@ -33,16 +33,13 @@ import json
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import hydra
 import torch.distributed
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import ConfigCompositionException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 
 import fairgames.train.config  # noqa: F401  (registers the config schema)
 from fairgames.data import DataError
@@ -51,6 +48,7 @@ from fairgames.families import load as load_families
 from fairgames.problems import ProblemError
 from fairgames.rates import EmptySubsetError
 from fairgames.train import CheckpointError, ConfigError, RunInterrupted, run, validate
+from fairgames.train.cli import HYDRA_ERRORS, hydra_message, one_message
 from fairgames.train.config.resume import hydra_resume_args, hydra_run_dir_args
 from fairgames.train.files import OutputError
 from fairgames.train.loop.checkpoint import NoCheckpointError
@@ -68,9 +66,7 @@ from fairgames.train.sweeps.tune import bars_garble, one_thread_per_job, tune
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 # Hydra's own (an unknown group option or key, an override that does not parse, a value of
 # the wrong type) and ours (bad values, a problem that does not compile).
-CONFIG_ERRORS = (ConfigCompositionException, OverrideParseException, OmegaConfBaseException,
-                 ConfigError, ProblemError)
-FULL_ERROR = "HYDRA_FULL_ERROR"
+CONFIG_ERRORS = (*HYDRA_ERRORS, ConfigError, ProblemError)
 # Hydra's job logging writes the root logger to <run dir>/train.log only (configs/train.yaml):
 # the lines printed here, and the engine's log intervals, are also in the run's log.
 LOG = logging.getLogger("fairgames")
@@ -217,37 +213,15 @@ def _tuned(cfg: DictConfig, run_dir: str, overrides: list[str]) -> float:
 
 
 def cli() -> None:
-    """``main`` with every config error, Hydra's included, as one message and exit status 2.
-
-    Hydra reports its own errors (composition, override syntax) itself and exits with 1;
-    with ``HYDRA_FULL_ERROR`` set it re-raises them instead, so that they are caught here.
-    Any other exception keeps its traceback. A user's own ``HYDRA_FULL_ERROR=1`` adds the
-    traceback to a config error's message. (With the variable forced, an exception in a job
-    prints its whole traceback, Hydra's frames included, rather than Hydra's trimmed one.)
-    """
-    user_setting = os.environ.get(FULL_ERROR)
-    os.environ[FULL_ERROR] = "1"
-    try:
-        main()
-    except CONFIG_ERRORS as e:
-        if user_setting == "1":
-            traceback.print_exc()
-        print(f"error: {_message(e)}", file=sys.stderr)
-        sys.exit(2)
-    finally:
-        if user_setting is None:
-            os.environ.pop(FULL_ERROR, None)
-        else:
-            os.environ[FULL_ERROR] = user_setting
+    """``main`` with every config error, Hydra's included, as one message and exit status 2
+    (:func:`fairgames.train.cli.one_message`)."""
+    one_message(main, CONFIG_ERRORS, _message)
 
 
 def _message(e: BaseException) -> str:
-    """Hydra's message and, as Hydra prints it, its OmegaConf cause's (the key and type);
-    for a launcher Hydra cannot find, the plugin that provides it."""
-    cause = e.__cause__
-    text = str(e)
-    if isinstance(cause, OmegaConfBaseException) and str(cause) not in text:
-        text = f"{text}\n{cause}"
+    """:func:`~fairgames.train.cli.hydra_message`; for a launcher Hydra cannot find, the plugin
+    that provides it."""
+    text = hydra_message(e)
     for name, (_, package) in LAUNCHERS.items():
         if package is not None and f"'hydra/launcher/{name}'" in text:
             text += f"\nthe {name} launcher comes with a plugin: pip install {package}"

@@ -65,6 +65,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/training.md",
      "torchrun --nproc_per_node 2 scripts/train.py trainer.distributed=true"): _TORCHRUN,
     ("docs/training.md", "tensorboard --logdir runs"): "a server that runs until stopped",
+    ("docs/filtering.md", "python scripts/apply_filter.py runs/adult_filter --data new_rows.csv "
+                          "--out kept.csv"):
+        "needs the reader's new rows (tests/filtering/test_pipeline.py applies a saved filter "
+        "to raw rows)",
     ("docs/training.md", "pip install hydra-optuna-sweeper"): "installs a package (the test "
                                                             "extra has it)",
     ("docs/training.md", "python scripts/train.py -m hydra/sweeper=optuna "

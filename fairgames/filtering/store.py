@@ -21,8 +21,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +34,11 @@ FORMAT = "fairgames.filtering.BalancedFilter/1"
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    # TODO(merge): use fairgames.train.files.write_text (the never-lose-a-file module) once
-    # it lands — the same temporary-name-then-os.replace write, plus fsync and its errors.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # the run files' writer (temporary name, fsync, rename); imported here, not at the top:
+    # importing fairgames.filtering loads numpy and scipy only
+    from fairgames.train.files import write_text
+
+    write_text(path, text, elsewhere="or save the filter elsewhere")
 
 
 def to_dict(f: Any) -> dict[str, Any]:

@@ -81,8 +81,11 @@ def apply_recipe(data_cfg: Mapping[str, Any], recipe: Mapping[str, Any] | None
     return out
 
 
-def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
-    """Train / validation / test splits for a ``data`` config (on the CPU).
+def load_splits(data_cfg: Mapping[str, Any], seed: int,
+                required: tuple[str, ...] = ("train", "validation", "test")
+                ) -> DatasetSplits:
+    """Train / validation / test splits for a ``data`` config (on the CPU); each split
+    of ``required`` must hold rows (a filter needs no validation split, a run does).
 
     The split seed is ``data.seed`` when the config sets it, else the run's ``seed``.
 
@@ -135,7 +138,7 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int) -> DatasetSplits:
         raise ConfigError(f"data.protected={protected!r}: data set {name!r} has the "
                           f"attributes {sorted(splits.train.groups)}")
     for split_name, ds in splits.items():
-        if len(ds) == 0:
+        if len(ds) == 0 and split_name in required:
             if split_name == "validation" and "validation_fraction" in params:
                 hint = ("set data.validation_fraction (e.g. data.validation_fraction=0.2: the "
                         "share of the non-test rows held out)")

@@ -73,8 +73,8 @@ def refuse_file(run_dir: str | os.PathLike[str]) -> None:
                               "run_dir")
 
 
-def occupant(run_dir: Path, differs: Callable[[Mapping[str, Any]], list[str]] | None = None
-             ) -> str | None:
+def occupant(run_dir: Path, differs: Callable[[Mapping[str, Any]], list[str]] | None = None,
+             finished: str = RESULTS_NAME) -> str | None:
     """What a new run in ``run_dir`` would overwrite: a finished run, or a checkpoint (of
     another config, when ``differs(stored_config)`` lists the differences; any checkpoint
     without it); ``None`` when there is nothing (Hydra's ``.hydra/`` and logs do not count).
@@ -84,8 +84,8 @@ def occupant(run_dir: Path, differs: Callable[[Mapping[str, Any]], list[str]] | 
         >>> occupant(Path(tempfile.mkdtemp())) is None
         True
     """
-    if (run_dir / RESULTS_NAME).is_file():
-        return f"a finished run ({RESULTS_NAME})"
+    if (run_dir / finished).is_file():     # a filter run's is metrics.json (scripts/filter.py)
+        return f"a finished run ({finished})"
     found = [run_dir / n for n in CHECKPOINT_NAMES if (run_dir / n).is_file()]
     if not found:
         return None
@@ -105,17 +105,20 @@ def occupant(run_dir: Path, differs: Callable[[Mapping[str, Any]], list[str]] | 
 
 
 def check_free(run_dir: Path, *, overwrite: bool, resuming: bool,
-               differs: Callable[[Mapping[str, Any]], list[str]] | None = None) -> None:
-    """Refuse ``run_dir`` when it holds another run (:func:`occupant`), unless the run resumes
-    or ``overwrite``."""
+               differs: Callable[[Mapping[str, Any]], list[str]] | None = None,
+               finished: str = RESULTS_NAME, resumable: bool = True) -> None:
+    """Refuse ``run_dir`` when it holds another run (:func:`occupant`; ``finished``: the file a
+    finished run leaves), unless the run resumes or ``overwrite``; ``resumable``: whether the
+    message offers to resume (a filter run does not resume)."""
     if overwrite or resuming:
         return
-    what = occupant(run_dir, differs)
+    what = occupant(run_dir, differs, finished)
     if what is not None:
+        resume = f"Resume it (trainer.resume={run_dir}), choose" if resumable else "Choose"
+        python = " (fit(..., overwrite=True) in Python)" if resumable else ""
         raise RunDirError(
-            f"run_dir {run_dir} holds {what}: a new run would overwrite it. Resume it "
-            f"(trainer.resume={run_dir}), choose another run_dir, or say overwrite=true "
-            "(fit(..., overwrite=True) in Python) to replace it")
+            f"run_dir {run_dir} holds {what}: a new run would overwrite it. {resume} another "
+            f"run_dir, or say overwrite=true{python} to replace it")
 
 
 # --------------------------------------------------------------------------- the lock
