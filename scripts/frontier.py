@@ -27,6 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fairgames.train.files import write_text
 from fairgames.train.sweeps.sweep import (
     UNFAIRNESS,
     collect,
@@ -69,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or args.sweep_dir
     out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "runs.csv", index=False)
-    table.to_csv(out / "frontier.csv", index=False)
+    write_text(out / "runs.csv", rows.to_csv(index=False))      # each whole or not at all
+    write_text(out / "frontier.csv", table.to_csv(index=False))
     md = to_markdown(table)
-    (out / "frontier.md").write_text(md + "\n")
+    write_text(out / "frontier.md", md + "\n")
     solutions = None if args.solutions == "all" else args.solutions.split(",")
     plot_frontier(tables, out / "frontier.png", metric, unfairness, solutions)
     print(md)

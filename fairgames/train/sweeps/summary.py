@@ -26,6 +26,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from ..files import write_text
 from .score import score
 from .tune import TRAIN_SLACK, _violations, deployable_solution
 
@@ -92,11 +93,11 @@ def summarize(sweep_dir: str | Path) -> str:
     """Write ``summary.csv`` and ``summary.md`` in ``sweep_dir``; return the printed text."""
     sweep_dir = Path(sweep_dir)
     table = summary_table(sweep_dir)
-    table.to_csv(sweep_dir / f"{SUMMARY}.csv", index=False)
+    write_text(sweep_dir / f"{SUMMARY}.csv", table.to_csv(index=False))
     met = int((table["met_on_train"] == "yes").sum())
     text = (f"sweep {sweep_dir}: {len(table)} jobs, {met} meet their constraints on train "
             f"(score: what a sweeper minimises, docs/training.md)\n{to_markdown(table)}")
-    (sweep_dir / f"{SUMMARY}.md").write_text(text + "\n")
+    write_text(sweep_dir / f"{SUMMARY}.md", text + "\n")
     return text
 
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..files import save_figure
+
 KEYS = ["problem", "data", "algorithm", "tolerance", "solution"]
 # the regression metrics a results.json may carry per split (docs/fair_regression.md)
 METRICS = ("mse", "mae", "ks_disparity", "grid_disparity")
@@ -252,8 +254,10 @@ def plot_frontier(tables: pd.DataFrame | Mapping[str, pd.DataFrame], path: str |
         ax.set_title("fairness–accuracy frontier" + (f" on {split}" if split else "")
                      + " (labels: tolerance)")
         ax.legend(fontsize="small")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 # Where a point's tolerance label may go (points), tried in order: the first place whose box
