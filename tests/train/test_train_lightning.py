@@ -137,7 +137,11 @@ def test_game_values_reach_tensorboard_and_csv_at_lightnings_default_interval(tm
     assert any(t.startswith("game/lambda/") for t in events.Tags()["scalars"])
 
 
-def test_logging_the_game_makes_no_host_sync_between_flushes(tmp_path):
+@pytest.mark.parametrize("accelerator", [
+    "cpu", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs a CUDA device")])])
+def test_logging_the_game_makes_no_host_sync_between_flushes(tmp_path, accelerator):
+    """On a GPU no_host_sync() also sets CUDA's sync debug mode to "error"."""
     from lightning.pytorch.loggers import CSVLogger
 
     from fairgames.rates.guards import no_host_sync
@@ -149,7 +153,8 @@ def test_logging_the_game_makes_no_host_sync_between_flushes(tmp_path):
 
     splits = make_synthetic(n=400, d=4, group_shift=1.5, seed=1)
     model = Guarded(_problem(splits), splits.train.num_features)
-    trainer = pl.Trainer(max_steps=8, accelerator="cpu", logger=CSVLogger(tmp_path),
+    trainer = pl.Trainer(max_steps=8, accelerator=accelerator, devices=1,
+                         logger=CSVLogger(tmp_path),
                          log_every_n_steps=3, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(model, _loader(splits.train, 50))
