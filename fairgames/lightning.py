@@ -148,7 +148,7 @@ class ConstrainedModule(pl.LightningModule):
         kept = self.rates_batch(batch)
         if kept.scores is not None:       # under validate's no_grad/inference_mode already
             kept = dataclasses.replace(kept, scores=kept.scores.detach())
-        self._kept.append(kept)
+        self.__dict__.setdefault("_kept", []).append(kept)
 
     def _check_untouched(self, hook: str) -> None:
         # lagrangian() left values for the next step(): λ would play on this split's rates

@@ -240,3 +240,14 @@ def test_a_validation_step_that_plays_the_game_is_refused(tmp_path):
                          enable_model_summary=False)
     with pytest.raises(RuntimeError, match="validation_step called the game's lagrangian"):
         trainer.fit(model, _loader(splits.train, 300), _loader(splits.validation, 300))
+
+
+def test_validate_without_fit_evaluates_the_untrained_model():
+    splits = make_synthetic(n=600, d=4, group_shift=1.5, seed=3)
+    model = Classifier(_problem(splits), splits.train.num_features)
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    (metrics,) = trainer.validate(model, _loader(splits.validation, 64))
+    expected = _val_reference(model, splits.validation)
+    assert metrics["val/objective"] == pytest.approx(expected["objective"], abs=1e-6)
+    assert model.game.steps == 0
