@@ -44,7 +44,7 @@ import scipy.sparse
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from fairgames.data import DatasetSplits, TabularDataset
 from fairgames.models import build_model, decision_threshold
@@ -102,17 +102,21 @@ class ConstrainedClassifier(ClassifierMixin, BaseEstimator):
         self.validation_fraction, self.random_state = validation_fraction, random_state
         self.max_groups = max_groups
 
-    def fit(self, X: Any, y: Any, *, sensitive_features: Any = None) -> ConstrainedClassifier:
+    def fit(self, X: Any, y: Any, *, sensitive_features: Any = None,
+            sample_weight: Any = None) -> ConstrainedClassifier:
         """Train on ``X`` ``[n, d]`` (numbers; a scipy.sparse matrix is made dense), binary
         ``y`` and the protected attribute ``sensitive_features`` ``[n]`` (two to
         ``max_groups`` distinct values, none missing; each value is a group). Without
         ``sensitive_features`` the problem's objective alone is trained: a ``UserWarning``
         says so and ``results_`` reports every constraint ``not_applicable``.
+        ``sample_weight``: whole numbers, frequency weights (a row of weight 3 counts as
+        three rows, weight 0 as none; the game and ``results_`` see the rows so repeated).
 
         Raises:
             ValueError: ``sensitive_features`` of another length, with one value, a missing
                 value (NaN / None) or more than ``max_groups`` values; text in ``X``; more
-                than two classes; a bad ``solution`` or ``validation_fraction``.
+                than two classes; a bad ``solution`` or ``validation_fraction``; a
+                fractional or negative ``sample_weight``.
         """
         X, y = self._input(X, y, fitting=True)
         check_classification_targets(y)
@@ -132,7 +136,8 @@ class ConstrainedClassifier(ClassifierMixin, BaseEstimator):
             warnings.warn(NO_GROUPS, UserWarning, stacklevel=2)
             codes, names = np.zeros(len(y), dtype=np.int64), ["all"]
         labels = (y == self.classes_[1]).astype(np.float32)
-        splits = self._splits(X, labels, codes, names)
+        counts = _frequency_weights(sample_weight, X)
+        splits = self._splits(X, labels, codes, names, counts)
         torch.manual_seed(self.random_state)
         options = {"hidden": list(self.hidden)} if self.model == "mlp" else {}
         net = build_model(self.model, X.shape[1], **options)
@@ -170,7 +175,7 @@ class ConstrainedClassifier(ClassifierMixin, BaseEstimator):
         return (X.toarray() if scipy.sparse.issparse(X) else X), y
 
     def _splits(self, X: np.ndarray, labels: np.ndarray, codes: np.ndarray,
-                names: list[str]) -> DatasetSplits:
+                names: list[str], counts: np.ndarray | None) -> DatasetSplits:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ValueError(f"validation_fraction={self.validation_fraction}: must lie in "
                              "[0, 1)")
@@ -178,6 +183,9 @@ class ConstrainedClassifier(ClassifierMixin, BaseEstimator):
         held = _stratified_share(labels, codes, self.validation_fraction, self.random_state)
         train_rows = rows[~held] if held.any() else rows
         val_rows = rows[held] if held.any() else rows
+        if counts is not None:      # frequency weights: each row repeated, after the split
+            train_rows = np.repeat(train_rows, counts[train_rows])
+            val_rows = np.repeat(val_rows, counts[val_rows])
 
         def part(index: np.ndarray) -> TabularDataset:
             return TabularDataset(
@@ -269,6 +277,20 @@ def _groups(sensitive_features: Any, n: int, max_groups: int
                          "its own): bin a continuous attribute into a few groups first (e.g. "
                          "np.digitize at its quantiles), or raise max_groups")
     return codes.astype(np.int64), [str(u) for u in uniques]
+
+
+def _frequency_weights(sample_weight: Any, X: np.ndarray) -> np.ndarray | None:
+    """``sample_weight`` as whole-number row counts ``[n]`` (``None``: every row once)."""
+    if sample_weight is None:
+        return None
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    if not np.all(np.isfinite(w)) or not np.array_equal(w, np.round(w)):
+        raise ValueError("sample_weight must be whole numbers (frequency weights: a row of "
+                         "weight 3 counts as three rows); fractional weights are not "
+                         "supported: scale them to counts, or resample the rows")
+    if w.sum() <= 0:
+        raise ValueError("sample_weight is zero on every row: give some rows a weight")
+    return w.astype(np.int64)
 
 
 def _stratified_share(labels: np.ndarray, codes: np.ndarray, share: float, seed: int

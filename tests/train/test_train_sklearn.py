@@ -201,3 +201,26 @@ def test_a_pickle_round_trip_and_its_version_check():
     other = ConstrainedClassifier.__new__(ConstrainedClassifier)
     with pytest.warns(UserWarning, match="fairgames 0.0.1.*this is fairgames"):
         other.__setstate__(state)
+
+
+def test_sample_weight_counts_rows_and_the_rates_are_weighted():
+    """Whole-number weights are frequency weights: the run equals one on the rows repeated
+    (scikit-learn's own equivalence check runs in the estimator checks above), and the
+    recorded constraint values are numpy's weighted rates of predict_proba."""
+    x, y, a = _data(n=500, seed=5)
+    w = np.random.default_rng(5).integers(0, 4, size=500)
+    weighted = ConstrainedClassifier(steps=60).fit(x, y, sensitive_features=a,
+                                                   sample_weight=w)
+    repeated = ConstrainedClassifier(steps=60).fit(np.repeat(x, w, axis=0), np.repeat(y, w),
+                                                   sensitive_features=np.repeat(a, w))
+    assert np.array_equal(weighted.predict_proba(x), repeated.predict_proba(x))
+    p = weighted.predict_proba(x)[:, 1]
+    overall = np.average(p, weights=w)
+    recorded = weighted.results_["solutions"]["recommended"]["train"]["constraints"]
+    for g in ("f", "m"):       # ppr_high[g] = ppr(g) − ppr() − tolerance, weighted
+        rate = np.average(p[a == g], weights=w[a == g])
+        assert recorded[f"ppr_high[{g}]"]["value"] == pytest.approx(rate - overall - 0.05,
+                                                                    abs=1e-6)
+    with pytest.raises(ValueError, match="whole numbers"):
+        ConstrainedClassifier(steps=5).fit(x, y, sensitive_features=a,
+                                           sample_weight=np.full(500, 0.5))
