@@ -7,8 +7,12 @@ the Lagrangian of the batch, and its backward), steps θ through your optimizer 
 the multipliers and the other players — exactly as in a hand-written loop. Subclass it, give
 ``forward`` and :meth:`ConstrainedModule.rates_batch` (the batch's scores, labels and groups
 as a :class:`fairgames.rates.Batch`; ``self.game.batch(scores, labels, groups=...)`` fills in
-the value names declared on the problem), and train with any ``Trainer``. At each logging step
-the objective, the largest constraint value and the multipliers are logged (``game/...``).
+the value names declared on the problem), and train with any ``Trainer``. Every step logs
+the step's true objective, its largest constraint value and the multipliers (``game/...``) as
+device tensors, which Lightning reads at its flush steps (``log_every_n_steps``).
+``trainer.validate`` / ``test`` (and the validation of ``fit``) log the problem's true
+objective and constraints on the whole split (``val/...``, ``test/...``) without touching the
+game; ``trainer.predict`` returns the model's scores.
 
 Example:
     >>> import torch
@@ -31,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -43,7 +48,7 @@ except ImportError as e:             # pragma: no cover (the extra is installed 
                       "'fairgames[lightning]'") from e
 
 from fairgames.game import ConstrainedOptimizer, Problem
-from fairgames.rates import Batch
+from fairgames.rates import Batch, RateEvaluator
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
 
@@ -78,17 +83,15 @@ class ConstrainedModule(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         if self.game is None:
             raise RuntimeError("the game is made in configure_optimizers: train with a Trainer")
-        loss = self.game.lagrangian(self.rates_batch(batch))
-        if self._logging_now():
-            self._log_game()
-        return loss
+        return self.game.lagrangian(self.rates_batch(batch))
 
-    def _logging_now(self) -> bool:
-        trainer = self._trainer
-        return trainer is not None and trainer.global_step % max(1, trainer.log_every_n_steps) == 0
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Log the step's record (subclasses overriding this hook call ``super()``)."""
+        self._log_game()
 
     def _log_game(self) -> None:
-        """The previous step's record (a read syncs on a GPU: logging steps only)."""
+        """This step's record, logged every step as device tensors: Lightning reads them only
+        on its flush steps (``log_every_n_steps``), so no other step syncs."""
         record = self.game.last if self.game is not None else None
         if record is None:
             return
@@ -96,5 +99,86 @@ class ConstrainedModule(pl.LightningModule):
         if record.constraints_true.numel():
             self.log("game/max_constraint", record.constraints_true.max(), on_step=True,
                      on_epoch=False)
-        for name, value in self.game.multipliers_by_name().items():
-            self.log(f"game/lambda/{name}", float(value), on_step=True, on_epoch=False)
+        omega, lam = self.game.weights()
+        self.log("game/lambda/objective_weight", omega, on_step=True, on_epoch=False)
+        for i, name in enumerate(self.game.terms.row_names):
+            self.log(f"game/lambda/{name}", lam[i], on_step=True, on_epoch=False)
+
+    # ------------------------------------------------------------ validation, test, predict
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """Keep the batch's scores, labels and groups: the epoch's end evaluates the problem's
+        true rates on the whole split (``val/...``); the game is not touched."""
+        self._keep(batch)
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        """As :meth:`validation_step`, logged as ``test/...``."""
+        self._keep(batch)
+
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0
+                     ) -> torch.Tensor:
+        """The model's scores ``self(x)``; ``x`` is the batch or, for a tuple or list batch
+        (a ``TensorDataset``'s), its first item (positive scores predict the positive
+        class)."""
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        return self(x)
+
+    def on_validation_epoch_start(self) -> None:
+        self._kept = []
+
+    def on_test_epoch_start(self) -> None:
+        self._kept = []
+
+    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int,
+                                dataloader_idx: int = 0) -> None:
+        self._check_untouched("validation_step")
+
+    def on_test_batch_end(self, outputs: Any, batch: Any, batch_idx: int,
+                          dataloader_idx: int = 0) -> None:
+        self._check_untouched("test_step")
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_split("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_split("test")
+
+    def _keep(self, batch: Any) -> None:
+        if self.game is None:          # validate / test without fit: the game's batch()
+            self.configure_optimizers()
+        kept = self.rates_batch(batch)
+        if kept.scores is not None:       # under validate's no_grad/inference_mode already
+            kept = dataclasses.replace(kept, scores=kept.scores.detach())
+        self.__dict__.setdefault("_kept", []).append(kept)
+
+    def _check_untouched(self, hook: str) -> None:
+        # lagrangian() left values for the next step(): λ would play on this split's rates
+        # and state_dict() (a checkpoint) would refuse to save.
+        if self.game is not None and not self.game._records.empty:
+            self.game._records.clear()
+            raise RuntimeError(
+                f"{hook} called the game's lagrangian (or record_heldout): its rates would "
+                "move the multipliers at the next training step and block checkpoints; "
+                "evaluate without the game — ConstrainedModule's own validation_step / "
+                "test_step log the problem's true rates on the split (val/..., test/...)")
+
+    def _log_split(self, prefix: str) -> None:
+        """The problem's true objective and constraints on the whole split (exact float64
+        counts over the kept batches; NaN for a subset the split lacks)."""
+        kept, self._kept = getattr(self, "_kept", []), []
+        if not kept:
+            return
+        values = self._split_evaluator().evaluate_split(kept, empty="nan", bounds=False)
+        objective, constraints = self.problem.true_values(values.true)
+        self.log(f"{prefix}/objective", objective.float())
+        if constraints.numel():
+            self.log(f"{prefix}/max_constraint", constraints.max().float())
+        for name, value in zip(self.problem.constraint_names, constraints, strict=True):
+            self.log(f"{prefix}/constraint/{name}", value.float())
+
+    def _split_evaluator(self) -> RateEvaluator:
+        # kept in a plain dict, not as a submodule: the model's state_dict (and so its
+        # checkpoints) stays the same
+        cache = self.__dict__.setdefault("_evaluators", {})
+        if "split" not in cache:
+            cache["split"] = self.problem.make_evaluator().eval().to(self.device)
+        return cache["split"]

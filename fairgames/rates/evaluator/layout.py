@@ -14,7 +14,16 @@ from ..batch import Batch
 from .plan import _Plan
 
 
-@dataclass
+def _version(x: torch.Tensor | None) -> int | None:
+    """``x``'s in-place version counter (``0`` for an absent tensor); ``None`` for an
+    inference tensor (made under ``torch.inference_mode()``, e.g. Lightning's validation),
+    which has none: a layout over one is never reused, since it may change in place unseen.
+    ``is_inference()`` reads a flag of the tensor, not its data: no host-device sync."""
+    if x is None:
+        return 0
+    return None if x.is_inference() else x._version
+
+
 @dataclass
 class _Layout:
     """Per-batch-layout work of the fused pass, reused while the batch's factor tensors and
@@ -23,7 +32,7 @@ class _Layout:
 
     plan: _Plan
     sources: list[torch.Tensor | None]
-    versions: list[int]
+    versions: list[int | None]          # None: an inference tensor (never reused)
     code: torch.Tensor                  # [B] cell of each example
     weights: torch.Tensor | None        # [B] float32
     onehot: torch.Tensor | None         # [cells, B]: weight of example i in its cell
@@ -69,7 +78,7 @@ class Layouts:
         sources.append(batch.weights)
         cached = self.cache
         if (cached is not None and cached.plan is plan and len(cached.sources) == len(sources)
-                and all(a is b and (a is None or a._version == v) for a, b, v in
+                and all(a is b and v is not None and _version(a) == v for a, b, v in
                         zip(cached.sources, sources, cached.versions, strict=True))):
             return cached
         code: torch.Tensor | None = None
@@ -90,7 +99,7 @@ class Layouts:
                 onehot.scatter_(0, code.unsqueeze(0), 1.0)
             else:
                 onehot.scatter_(0, code.unsqueeze(0), w.unsqueeze(0))
-        layout = _Layout(plan, sources, [x._version if x is not None else 0 for x in sources],
+        layout = _Layout(plan, sources, [_version(x) for x in sources],
                          code, w, onehot)
         self.cache = layout
         return layout
