@@ -40,7 +40,7 @@ from .loop.engine import (
     SnapshotSettings,
     unique_names,
 )
-from .loop.logger import RunLogger
+from .loop.logger import RunLogger, run_logger
 from .loop.parallel import wrap
 from .method import Method, Trained, extensions, one_extension, training_record
 from .problem import evaluator as run_evaluator
@@ -156,8 +156,8 @@ def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
     inputs, ckpt = ctx.inputs, ctx.checkpoint
     trainer, run_dir = inputs.trainer, inputs.run_dir
     model, copt = _players(ctx, built)
-    logger = RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
-                       purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
+    logger = run_logger(run_dir, trainer,
+                        purge_step=(int(ckpt["engine"]["step"]) + 1) if ckpt else None)
     base, unc = ctx.extras.get("baseline_model"), ctx.extras.get("unconstrained_model")
     run_state = {"config": inputs.config, "unconstrained": helpers.values,
                  "baseline_state": base.state_dict() if base is not None else None,

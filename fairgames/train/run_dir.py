@@ -113,12 +113,15 @@ def check_free(run_dir: Path, *, overwrite: bool, resuming: bool,
     if overwrite or resuming:
         return
     what = occupant(run_dir, differs, finished)
-    if what is not None:
-        resume = f"Resume it (trainer.resume={run_dir}), choose" if resumable else "Choose"
-        python = " (fit(..., overwrite=True) in Python)" if resumable else ""
+    if what is None:
+        return
+    if resumable:
         raise RunDirError(
-            f"run_dir {run_dir} holds {what}: a new run would overwrite it. {resume} another "
-            f"run_dir, or say overwrite=true{python} to replace it")
+            f"run_dir {run_dir} holds {what}: a new run would overwrite it. Resume it "
+            f"(trainer.resume={run_dir}), choose another run_dir, or say overwrite=true "
+            "(fit(..., overwrite=True) in Python) to replace it")
+    raise RunDirError(f"run_dir {run_dir} holds {what}: a new run would overwrite it. Choose "
+                      "another run_dir, or say overwrite=true to replace it")
 
 
 # --------------------------------------------------------------------------- the lock

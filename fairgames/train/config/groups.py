@@ -244,7 +244,9 @@ class TrainerConfig:
     * ``progress`` (tqdm bar), ``tensorboard``, ``plots`` (dynamics.png), ``eval_chunk``
       (rows per evaluation chunk), ``validation_curves`` (the model on the whole validation
       split at every log interval, beside the training batch's curves: the split the best
-      iterate is chosen on).
+      iterate is chosen on), ``mlflow`` (``auto``: the same scalars, params and files to MLflow
+      where it is installed and ``MLFLOW_TRACKING_URI`` is set; ``true``; ``false``:
+      :mod:`fairgames.train.loop.tracking`).
     * ``bootstrap``: resamples of the constraints' 95 % percentile bootstrap intervals in
       ``results.json`` and the verdict (stratified by group × label; 0: no intervals).
     * ``tune``: ``null`` (one run) or ``validation``: a Hydra multirun on the joblib launcher
@@ -288,6 +290,7 @@ class TrainerConfig:
     tensorboard: bool = True
     plots: bool = True
     validation_curves: bool = True
+    mlflow: Any = "auto"
     selection_split: str = "validation"
     constraint_split: str = "train"
     constraint_fraction: float = 0.5

@@ -395,6 +395,14 @@ def _check_trainer_compile(c: DictConfig, check: Checks) -> None:
                   "recorded: set trainer.compile=false with trainer.distributed=true")
 
 
+@register_validator("trainer")
+def _check_trainer_mlflow(c: DictConfig, check: Checks) -> None:
+    """``trainer.mlflow``: ``auto``, ``true`` or ``false`` (fairgames.train.loop.tracking)."""
+    value = c.trainer.get("mlflow", "auto")
+    if not (value == "auto" or isinstance(value, bool)):
+        check.bad("trainer.mlflow", value, "expected auto, true or false")
+
+
 def _plain(value: Any) -> Any:
     """A config node as plain Python, for messages."""
     return OmegaConf.to_object(value) if OmegaConf.is_config(value) else value

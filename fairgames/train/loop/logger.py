@@ -19,6 +19,9 @@ Tags (``/`` groups them in TensorBoard):
   its batch, whose rates read running estimates);
 * at the end, hparams and ``final/<solution>/<split>/<metric>`` (all in one event file).
 
+With ``trainer.mlflow``, the same scalars and hparams, and the run's files at the end, go to
+MLflow too (:mod:`.tracking`; :func:`run_logger` builds the logger a run uses).
+
 ``<=`` / ``>=`` in names become ``le`` / ``ge``, and other characters outside
 ``[A-Za-z0-9_.\\-/=\\[\\]]`` become ``_``.
 
@@ -67,8 +70,10 @@ class RunLogger:
     """
 
     def __init__(self, log_dir: Path | None, enabled: bool = True,
-                 purge_step: int | None = None) -> None:
+                 purge_step: int | None = None, mirror: Any = None) -> None:
         self.writer = None
+        # another tracker receiving the same values (trainer.mlflow: tracking.MlflowMirror)
+        self.mirror = mirror
         if enabled and log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -76,19 +81,24 @@ class RunLogger:
 
     def scalars(self, step: int, values: Mapping[str, float | None]) -> None:
         """Log ``tag → value`` at ``step`` (``None`` and NaN values are skipped)."""
+        kept = {clean_tag(tag): float(v) for tag, v in values.items()
+                if v is not None and v == v}
+        if self.mirror is not None:
+            self.mirror.metrics(step, kept)
         if self.writer is None:
             return
-        for tag, v in values.items():
-            if v is None or v != v:
-                continue
-            self.writer.add_scalar(clean_tag(tag), float(v), step)
+        for tag, v in kept.items():
+            self.writer.add_scalar(tag, v, step)
 
     def hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float | None]) -> None:
-        """Write the run's hyper-parameters and final metrics for TensorBoard's HParams tab."""
-        if self.writer is None:
-            return
+        """Write the run's hyper-parameters and final metrics for TensorBoard's HParams tab
+        (and as params of the mirror's run)."""
         hp = {clean_tag(k): (v if isinstance(v, int | float | str | bool) else str(v))
               for k, v in hparams.items()}
+        if self.mirror is not None:
+            self.mirror.params(hp)
+        if self.writer is None:
+            return
         ms = {clean_tag(k): float(v) for k, v in metrics.items() if v is not None and v == v}
         # SummaryWriter.add_hparams opens a second writer (a second event file, every metric
         # written again at step 0); the run's own writer carries the hparams summaries, and
@@ -104,8 +114,41 @@ class RunLogger:
         if self.writer is not None:
             self.writer.flush()
 
+    def artifacts(self) -> None:
+        """Send the run's report files and plots to the mirror (none without one)."""
+        if self.mirror is not None:
+            self.mirror.artifacts()
+
     def close(self) -> None:
-        """Flush and close the event file (further calls are no-ops)."""
+        """Flush and close the event file, and end the mirror's run (further calls are
+        no-ops)."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self.mirror is not None:
+            self.mirror.close()
+            self.mirror = None
+
+
+def run_logger(run_dir: Path | None, trainer: Any, purge_step: int | None = None) -> RunLogger:
+    """The logger of a run writing to ``run_dir`` under ``trainer``'s settings: TensorBoard
+    (``trainer.tensorboard``) and MLflow (``trainer.mlflow``, :mod:`.tracking`)."""
+    import os
+
+    from .tracking import MlflowMirror, wanted
+
+    mirror = None
+    if run_dir is not None and wanted(getattr(trainer, "mlflow", False), os.environ):
+        try:
+            mirror = MlflowMirror(run_dir)
+        except Exception as e:   # MLflow's own errors (a bad URI, a store it refuses, ...)
+            from ..config.errors import ConfigError
+
+            uri = os.environ.get("MLFLOW_TRACKING_URI", "MLflow's default")
+            raise ConfigError(
+                f"trainer.mlflow: MLflow cannot open the tracking store {uri!r} "
+                f"({type(e).__name__}: {str(e)[:300]}): set MLFLOW_TRACKING_URI to a store it "
+                "takes (e.g. sqlite:///mlflow.db, or http://host:5000), or trainer.mlflow=false"
+            ) from e
+    return RunLogger(run_dir, enabled=trainer.tensorboard and run_dir is not None,
+                     purge_step=purge_step, mirror=mirror)

@@ -20,7 +20,7 @@ import torch
 
 from ..context import RunContext, RunProblem
 from ..evaluation import SolutionEvaluator
-from ..loop.logger import RunLogger
+from ..loop.logger import run_logger
 from ..method import Trained, extensions, one_extension
 from .intervals import attach_intervals, constraint_intervals
 from .outputs import log_final, write_files
@@ -94,13 +94,14 @@ def write_run(ctx: RunContext, built: RunProblem, trained: Trained,
     inputs, run_dir = ctx.inputs, ctx.inputs.run_dir
     if run_dir is None:
         return
-    logger = trained.logger or RunLogger(run_dir, enabled=inputs.trainer.tensorboard)
+    logger = trained.logger or run_logger(run_dir, inputs.trainer)
     try:
         if trained.write is not None:      # first: report.md shows the plots it writes
             trained.write(Path(run_dir), results, logger)
         write_files(run_dir, dict(results), built.statements, ctx.extras["solutions"],
                     inputs.model.config, metadata=trained.metadata)
         log_final(logger, trained.steps, results)
+        logger.artifacts()           # MLflow (trainer.mlflow): the files just written
     finally:
         if trained.logger is None:
             logger.close()
