@@ -79,14 +79,19 @@ def lemma3_f(gamma: float, d: float) -> float:
 
 
 def lemma4_costs(onehot: np.ndarray, w: np.ndarray, target: np.ndarray, closest: np.ndarray,
-                 gamma: float) -> np.ndarray:
+                 gamma: float | None) -> np.ndarray:
     """Lemma 4's per-example objective ``b_j = c_j − Q`` with the CORRECTED sign
-    ``Q = c̄_V − ‖U − U′‖ f(γ)``; ``closest`` is ``U′``, the hull's point nearest ``target``."""
+    ``Q = c̄_V − ‖U − U′‖ f(γ)``; ``closest`` is ``U′``, the hull's point nearest ``target``.
+    ``gamma=None`` drops the ``f(γ)`` term (``Q = c̄_V``): the objective is then the child's
+    mass times its progress ``⟨R(V1) − R(V), U − U′⟩`` (negated), which the tree uses by default
+    (:mod:`.abtree`: Lemma 3's sufficient condition leaves ``h ≡ 0`` as the only feasible
+    point on most data)."""
     c = onehot @ (closest - target)
-    cbar = float(w @ c / w.sum())
-    row = w @ onehot / w.sum()
-    q = cbar - float(np.linalg.norm(target - closest)) * lemma3_f(
-        gamma, float(np.linalg.norm(row - closest)))
+    q = float(w @ c / w.sum())
+    if gamma is not None:
+        row = w @ onehot / w.sum()
+        q -= float(np.linalg.norm(target - closest)) * lemma3_f(
+            gamma, float(np.linalg.norm(row - closest)))
     return c - q
 
 
@@ -207,14 +212,17 @@ def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def learn_split(X: np.ndarray, onehot: np.ndarray, w: np.ndarray, r: np.ndarray,
                 b: np.ndarray, alpha: float, *, T: int = DEFAULT_T,
                 lambda_max: float = DEFAULT_LAMBDA_MAX,
-                scaling: tuple[np.ndarray, np.ndarray] | None = None
-                ) -> tuple[Split, GameResult]:
+                scaling: tuple[np.ndarray, np.ndarray] | None = None,
+                oracle: Oracle | None = None) -> tuple[Split, GameResult]:
     """Algorithm 3 with the paired-regression oracle: the randomised split of a leaf of
     weights ``w`` (n,), for objective coefficients ``b`` (n,) and disclosure level ``alpha``.
-    ``scaling``: the (mean, scale) of the features (default: ``X``'s own). Returns the split
-    and the game's record (``game.h`` is the mixture on ``X``, equal to ``split(X)``)."""
+    ``scaling``: the (mean, scale) of the features (default: ``X``'s own); ``oracle``: a
+    :func:`paired_regression` built on those standardised features, to reuse across leaves
+    (its design does not depend on ``w``). Returns the split and the game's record
+    (``game.h`` is the mixture on ``X``, equal to ``split(X)``)."""
     mean, scale = scaling if scaling is not None else standardise(X)
-    res = play(paired_regression((X - mean) / scale), onehot, w, r, b, alpha,
-               T=T, lambda_max=lambda_max)
+    if oracle is None:
+        oracle = paired_regression((X - mean) / scale)
+    res = play(oracle, onehot, w, r, b, alpha, T=T, lambda_max=lambda_max)
     coef = np.stack([p[0] for p in res.params])
     return Split(mean, scale, coef, np.array([p[1] for p in res.params])), res
