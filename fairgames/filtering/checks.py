@@ -65,8 +65,9 @@ def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
         raise FilterError(f"unknown cells {cells!r}: choose 'predicted' (the predicted group) "
                           "or 'leaves' (a tree's leaves, with proxy='qp_tree')")
     if cells == "leaves" and proxy not in ("qp_tree", "alpha_beta"):
-        raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}): the naive "
-                          "proxies sample per predicted group, a regression has no leaves")
+        raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}; the cells "
+                          "of 'alpha_beta' are always its leaves): the naive proxies sample "
+                          "per predicted group, a regression has no leaves")
     if min_acceptance is not None and proxy.startswith("naive"):
         raise FilterError(f"min_acceptance applies to the QP proxies (got proxy={proxy!r}): "
                           "a naive proxy's acceptance rate is fixed by its cell masses; use "
