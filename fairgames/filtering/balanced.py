@@ -39,7 +39,7 @@ import numpy as np
 
 from . import checks, metrics, store
 from .errors import FilterError
-from .proxies import Proxy, fit_proxy, soft_cells
+from .proxies import Proxy, fit_proxy, proxy_memberships
 from .qp import Sampling, check_distribution, equal_count_probabilities, sampling_probabilities
 from .sampler import Stream, keep_indices
 
@@ -49,7 +49,9 @@ class BalancedFilter:
 
     Args:
         proxy: ``"naive_regression"``, ``"naive_tree"`` (the same expected count of every
-            predicted group), ``"qp_regression"`` or ``"qp_tree"`` (ρ by Algorithm 1).
+            predicted group), ``"qp_regression"`` or ``"qp_tree"`` (ρ by Algorithm 1), or
+            ``"alpha_beta"``: the (α, β)-proxy, a tree of randomised splits learned by
+            Algorithms 3–4 (:mod:`.abtree`), its leaves the cells, ρ by Algorithm 1.
         eta: the interpolation η ∈ [0, 1] (A.1.1): the probability that the proxy's cell is
             re-assigned uniformly over its range; 1 removes the proxy (disclosivity 0).
         target: the kept distribution aimed at, one share per group in the sorted order of
@@ -58,19 +60,25 @@ class BalancedFilter:
         cells: ``"predicted"`` (the predicted group) or ``"leaves"`` (``qp_tree``'s leaves).
         relaxed: Algorithm 1 without ``Σq = 1`` (§5's relaxation, normalised).
         random_state: the seed of the tree and of the filter's draws.
+        alpha: ``alpha_beta`` only: every leaf's group shares lie within α of the base rates.
+        tree_options: ``alpha_beta`` only: the settings of
+            :func:`~fairgames.filtering.abtree.fit_alpha_beta` (``gamma``, ``beta_stop``,
+            ``max_height``, ``min_leaf``, ``T``, ``lambda_max``, ``eps``, ``lemma3``).
     """
 
     def __init__(self, proxy: str = "qp_tree", eta: float = 0.0, target: Sequence[float] |
                  None = None, min_acceptance: float | None = None, cells: str = "predicted",
-                 relaxed: bool = False, random_state: int = 0) -> None:
+                 relaxed: bool = False, random_state: int = 0, alpha: float = 0.1,
+                 tree_options: Mapping[str, Any] | None = None) -> None:
         self.proxy, self.eta, self.target = proxy, eta, target
         self.min_acceptance, self.cells, self.relaxed = min_acceptance, cells, relaxed
-        self.random_state = random_state
+        self.random_state, self.alpha, self.tree_options = random_state, alpha, tree_options
 
     def get_params(self) -> dict[str, Any]:
         """The constructor's arguments (the scikit-learn idiom; saved with the filter)."""
         return {k: getattr(self, k) for k in ("proxy", "eta", "target", "min_acceptance",
-                                              "cells", "relaxed", "random_state")}
+                                              "cells", "relaxed", "random_state", "alpha",
+                                              "tree_options")}
 
     def fit(self, X: Any, z: Any, *, feature_names: Sequence[str] | None = None
             ) -> BalancedFilter:
@@ -88,14 +96,22 @@ class BalancedFilter:
         self.target_ = check_distribution(self.target, len(groups))
         self.groups_, self.n_groups_ = groups, len(groups)
         self.feature_names_in_, self.n_features_in_ = names, x.shape[1]
-        model = "regression" if self.proxy.endswith("regression") else "tree"
-        self.proxy_: Proxy = fit_proxy(model, x, codes, len(groups), seed=self.random_state,
-                                       cells=self.cells)
-        W = soft_cells(self.proxy_.cells(x), self.proxy_.n_cells, eta)
+        self.proxy_: Proxy = self._fit_proxy(x, codes)
+        W = proxy_memberships(self.proxy_, x, eta)
         self.posterior_, self.cell_mass_ = metrics.posterior_table(W, codes, len(groups))
         self.prior_ = metrics.group_shares(codes, len(groups))
         self.sampling_: Sampling = self._solve()
         return self
+
+    def _fit_proxy(self, x: np.ndarray, codes: np.ndarray) -> Proxy:
+        if self.proxy == "alpha_beta":  # the tree balances towards the filter's own target
+            from .abtree import fit_alpha_beta
+            options = checks.check_tree_options(self.tree_options)
+            return fit_alpha_beta(x, codes, self.n_groups_, checks.check_alpha(self.alpha),
+                                  target=self.target_, **options)
+        model = "regression" if self.proxy.endswith("regression") else "tree"
+        return fit_proxy(model, x, codes, self.n_groups_, seed=self.random_state,
+                         cells=self.cells)
 
     def _solve(self) -> Sampling:
         if self.proxy.startswith("naive"):
@@ -117,7 +133,7 @@ class BalancedFilter:
     def soft_cells(self, X: Any) -> np.ndarray:
         """``W(x)``: each row's expected membership of the proxy's cells (η-interpolated)."""
         x = self._matrix(X)
-        return soft_cells(self.proxy_.cells(x), self.proxy_.n_cells, float(self.eta))
+        return proxy_memberships(self.proxy_, x, float(self.eta))
 
     def acceptance_probabilities(self, X: Any) -> np.ndarray:
         """The probability that Algorithm 2 keeps each row: ``W(x)·ρ``."""

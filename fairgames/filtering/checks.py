@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import FilterError
 
-PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree")
+PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree", "alpha_beta")
 
 
 def check_eta(eta: float) -> float:
@@ -32,6 +32,31 @@ def check_eta(eta: float) -> float:
     return float(eta)
 
 
+def check_alpha(alpha: float) -> float:
+    """α of the (α, β)-proxy: the largest distance of a leaf's row from the base rates."""
+    if isinstance(alpha, bool) or not (isinstance(alpha, numbers.Real)
+                                       and 0.0 <= float(alpha) <= 1.0):
+        raise FilterError(f"alpha must lie in [0, 1] (got {alpha!r}): it bounds how far a "
+                          "leaf's group shares may lie from the base rates (0: no split, "
+                          "1: no bound)")
+    return float(alpha)
+
+
+TREE_OPTIONS = ("gamma", "beta_stop", "max_height", "min_leaf", "T", "lambda_max", "eps",
+                "lemma3")
+
+
+def check_tree_options(options: Any) -> dict[str, Any]:
+    """The (α, β)-tree's settings (:func:`fairgames.filtering.abtree.fit_alpha_beta`)."""
+    if options is None:
+        return {}
+    unknown = sorted(set(dict(options)) - set(TREE_OPTIONS))
+    if unknown:
+        raise FilterError(f"unknown tree options {unknown}: the (α, β)-tree takes "
+                          f"{list(TREE_OPTIONS)} (fairgames.filtering.abtree.fit_alpha_beta)")
+    return dict(options)
+
+
 def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
     """A known proxy, a cell kind it has, and a floor only where ρ comes from the QP."""
     if proxy not in PROXIES:
@@ -39,9 +64,10 @@ def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
     if cells not in ("predicted", "leaves"):
         raise FilterError(f"unknown cells {cells!r}: choose 'predicted' (the predicted group) "
                           "or 'leaves' (a tree's leaves, with proxy='qp_tree')")
-    if cells == "leaves" and proxy != "qp_tree":
-        raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}): the naive "
-                          "proxies sample per predicted group, a regression has no leaves")
+    if cells == "leaves" and proxy not in ("qp_tree", "alpha_beta"):
+        raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}; the cells "
+                          "of 'alpha_beta' are always its leaves): the naive proxies sample "
+                          "per predicted group, a regression has no leaves")
     if min_acceptance is not None and proxy.startswith("naive"):
         raise FilterError(f"min_acceptance applies to the QP proxies (got proxy={proxy!r}): "
                           "a naive proxy's acceptance rate is fixed by its cell masses; use "

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .abtree import AlphaBetaProxy
+
 LOGISTIC = {"C": 1.0, "max_iter": 1000}
 TREE = {"max_depth": 8, "min_samples_leaf": 50}
 
@@ -88,11 +90,13 @@ class TreeProxy:
                    for k in ("left", "right", "feature", "threshold", "cell_of_node")}}
 
 
-Proxy = LinearProxy | TreeProxy
+Proxy = LinearProxy | TreeProxy | AlphaBetaProxy
 
 
 def proxy_from_dict(d: dict[str, Any]) -> Proxy:
     """The inverse of ``to_dict`` (a saved filter's proxy)."""
+    if d["kind"] == "alpha_beta":
+        return AlphaBetaProxy.from_dict(d)
     if d["kind"] == "linear":
         return LinearProxy(*(np.asarray(d[k], dtype=np.float64)
                              for k in ("mean", "scale", "coef", "intercept")), int(d["n_cells"]))
@@ -131,3 +135,11 @@ def soft_cells(cells: np.ndarray, n_cells: int, eta: float) -> np.ndarray:
     w = np.full((len(cells), n_cells), eta / n_cells)
     w[np.arange(len(cells)), cells] += 1.0 - eta
     return w
+
+
+def proxy_memberships(proxy: Proxy, X: np.ndarray, eta: float) -> np.ndarray:
+    """Each row's η-interpolated membership of the proxy's cells: the one-hot cell of a hard
+    proxy, the soft leaf weights of the (α, β)-tree (Def 10), mixed with ``η / L``."""
+    if isinstance(proxy, AlphaBetaProxy):
+        return (1.0 - eta) * proxy.memberships(X) + eta / proxy.n_cells
+    return soft_cells(proxy.cells(X), proxy.n_cells, eta)

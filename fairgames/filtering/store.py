@@ -60,7 +60,9 @@ def _params(f: Any) -> dict[str, Any]:
     p = f.get_params()
     floor = None if p["min_acceptance"] is None else float(p["min_acceptance"])
     return p | {"eta": float(p["eta"]), "target": f.target_.tolist(), "min_acceptance": floor,
-                "relaxed": bool(p["relaxed"]), "random_state": int(p["random_state"])}
+                "relaxed": bool(p["relaxed"]), "random_state": int(p["random_state"]),
+                "alpha": float(p["alpha"]),
+                "tree_options": None if p["tree_options"] is None else dict(p["tree_options"])}
 
 
 def save(f: Any, path: Path) -> None:
