@@ -45,7 +45,8 @@ from .data import FilterData, filter_arrays
 from .errors import FilterError
 
 PAPER = "002"    # the recipe a packaged data set follows unless data.paper says
-OPTIONS = ("proxy", "eta", "target", "min_acceptance", "cells", "relaxed")
+OPTIONS = ("proxy", "eta", "target", "min_acceptance", "cells", "relaxed", "alpha",
+           "tree_options")
 
 
 @dataclass
@@ -75,6 +76,8 @@ def filter_options(options: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(options)
     if out.get("target") is not None:
         out["target"] = list(out["target"])
+    if out.get("tree_options") is not None:
+        out["tree_options"] = dict(out["tree_options"])
     return out
 
 

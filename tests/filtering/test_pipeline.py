@@ -112,3 +112,13 @@ def test_a_later_process_applies_the_saved_filter_to_raw_rows(written, tmp_path)
                           str(tmp_path / "wrong.csv"), "--out", str(tmp_path / "o.csv")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert bad.returncode == 1 and "x2" in bad.stderr and not (tmp_path / "o.csv").exists()
+
+
+def test_the_command_line_fits_the_alpha_beta_tree(tmp_path):
+    out = _filter("data=synthetic", "data.n=900", "filter.proxy=alpha_beta", "filter.alpha=0.3",
+                  "+filter.tree_options.T=60", f"run_dir={tmp_path}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    saved = json.loads((tmp_path / "filter.json").read_text())
+    assert saved["params"]["proxy"] == "alpha_beta" and saved["params"]["alpha"] == 0.3
+    loaded = BalancedFilter.load(tmp_path / "filter.json")
+    assert loaded.tree_options == {"T": 60}
