@@ -242,6 +242,7 @@ def _trainer_overrides(cell: dict[str, Any], steps: int, selection: str) -> list
     (all kept), the uniform or (LP kinds) LP mixture, nothing logged on the way."""
     return [f"trainer.steps={steps}", "trainer.device=cpu", "trainer.progress=false",
             "trainer.tensorboard=false", "trainer.plots=false", "trainer.checkpoint_every=0",
+            "trainer.validation_curves=false", "trainer.mlflow=false",
             f"trainer.log_every={steps}", "trainer.snapshot_every=10",
             f"trainer.max_snapshots={max(1, steps // 10)}",
             "trainer.snapshot_strategy=uniform_stride", f"trainer.selection_split={selection}",

@@ -127,6 +127,7 @@ def overrides(data: str, method: str, noise: float | None, split: int, steps: in
            "trainer.snapshot_every=25", "trainer.recommend=best_iterate",
            "trainer.selection_split=train", "trainer.bootstrap=0", "trainer.progress=false",
            "trainer.tensorboard=false", "trainer.log_every=250",
+           "trainer.validation_curves=false", "trainer.mlflow=false",
            # the dense products the committed cells were made with: the CSR path (a speed
            # default since, model.sparse_inputs=auto) rounds differently, and the game's
            # trajectory amplifies it (55 of the 100 SA cells moved, e.g. 0.2007 → 0.1951)
