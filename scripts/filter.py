@@ -40,10 +40,10 @@ def main(cfg: DictConfig) -> float:
     run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
     config = OmegaConf.to_container(cfg, resolve=True)
     try:
-        check_free(run_dir, overwrite=bool(cfg.overwrite), resuming=False,
-                   finished=FINISHED, resumable=False)
         run = fit_filter(config)
-        with claim(run_dir):
+        with claim(run_dir):        # decided under the lock: two runs cannot both pass
+            check_free(run_dir, overwrite=bool(cfg.overwrite), resuming=False,
+                       finished=FINISHED, resumable=False)
             write_outputs(run, run_dir, config)
     except (FilterError, ConfigError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .config.errors import ConfigError
+from .config.resume import is_multirun, last_value
 
 LOCK_NAME = ".fairgames.lock"
 RESULTS_NAME = "results.json"
@@ -139,9 +140,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:       # another user's live process
-        return True
-    except OSError:
+    except OSError:               # another user's live process (PermissionError), or unknown
         return True
     return True
 
@@ -263,21 +262,17 @@ def hydra_args(argv: list[str]) -> list[str]:
         []
     """
     args = list(argv)
-    if any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in args):
+    if is_multirun(args):
         return args
-
-    def last(key: str) -> str | None:
-        values = [a.split("=", 1)[1].strip("'\"") for a in args if a.startswith(key + "=")]
-        return values[-1] if values else None
-
-    run_dir = last("run_dir")
+    run_dir = last_value(args, "run_dir")
     if run_dir in (None, "", "null", "None") or "${" in run_dir:
         return args
     refuse_file(run_dir)
-    resume = last("trainer.resume")
-    kept = (last("overwrite") or "false").lower() != "true" and \
+    resume = last_value(args, "trainer.resume")
+    kept = (last_value(args, "overwrite") or "false").lower() != "true" and \
         (resume or "false").lower() == "false"
-    if kept and occupant(Path(run_dir)) is not None and last("hydra.output_subdir") is None:
+    if kept and occupant(Path(run_dir)) is not None and \
+            last_value(args, "hydra.output_subdir") is None:
         args.append("hydra.output_subdir=null")
     return args
 

@@ -100,6 +100,28 @@ def resumed_config(stored: Mapping[str, Any], given: Mapping[str, Any],
     return merged
 
 
+def is_multirun(args: Sequence[str]) -> bool:
+    """Whether a ``scripts/train.py`` command line is a Hydra multirun.
+
+    Example:
+        >>> is_multirun(["-m", "seed=0,1"]), is_multirun(["seed=0"])
+        (True, False)
+    """
+    return any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in args)
+
+
+def last_value(args: Sequence[str], key: str) -> str | None:
+    """The value the last ``key=...`` of a command line gives (quotes removed), ``None`` when
+    none does.
+
+    Example:
+        >>> last_value(["run_dir=a", "seed=1", "run_dir='b'"], "run_dir")
+        'b'
+    """
+    values = [a.split("=", 1)[1].strip("'\"") for a in args if a.startswith(key + "=")]
+    return values[-1] if values else None
+
+
 def hydra_resume_args(argv: Sequence[str]) -> list[str]:
     """The command line, plus what makes Hydra leave a resumed run's directory alone.
 
@@ -118,12 +140,9 @@ def hydra_resume_args(argv: Sequence[str]) -> list[str]:
         ['trainer.steps=5']
     """
     args = list(argv)
-    if any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in args):
+    value = last_value(args, "trainer.resume")
+    if is_multirun(args) or value is None:
         return args
-    values = [a.split("=", 1)[1].strip("'\"") for a in args if a.startswith("trainer.resume=")]
-    if not values:
-        return args
-    value = values[-1]
     in_place = value.lower() == "true" or Path(value).is_dir()
     if in_place and not any(a.startswith("hydra.output_subdir=") for a in args):
         args.append("hydra.output_subdir=null")
@@ -145,12 +164,11 @@ def hydra_run_dir_args(argv: Sequence[str]) -> list[str]:
         ['run_dir=null']
     """
     args = list(argv)
-    if any(a in ("-m", "--multirun") or a.startswith(("hydra.mode=", "hydra.run.dir="))
-           for a in args):
+    if is_multirun(args) or any(a.startswith("hydra.run.dir=") for a in args):
         return args
-    values = [a.split("=", 1)[1].strip("'\"") for a in args if a.startswith("run_dir=")]
-    if values and values[-1] not in ("", "null", "None"):
-        args.append(f"hydra.run.dir={values[-1]}")
+    value = last_value(args, "run_dir")
+    if value not in (None, "", "null", "None"):
+        args.append(f"hydra.run.dir={value}")
     return args
 
 

@@ -103,7 +103,7 @@ def save_atomic(state: dict[str, Any], path: str | os.PathLike[str]) -> None:
         os.replace(_tmp(path), path)
     except OSError as e:
         raise _write_error(path, e) from e
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
 
 
 def write_checkpoint(state: dict[str, Any], run_dir: str | os.PathLike[str]) -> Path:
@@ -131,7 +131,7 @@ def write_checkpoint(state: dict[str, Any], run_dir: str | os.PathLike[str]) -> 
         os.replace(_tmp(path), path)
     except OSError as e:
         raise _write_error(path, e) from e
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
     return path
 
 
@@ -177,9 +177,6 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:      # e.g. a directory that cannot be searched
         return False
-
-
-_sync_dir = sync_dir      # the renames made durable: the same core as every run file's
 
 
 def _write_error(path: Path, err: OSError) -> CheckpointError:

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,8 +134,6 @@ class RunLogger:
 def run_logger(run_dir: Path | None, trainer: Any, purge_step: int | None = None) -> RunLogger:
     """The logger of a run writing to ``run_dir`` under ``trainer``'s settings: TensorBoard
     (``trainer.tensorboard``) and MLflow (``trainer.mlflow``, :mod:`.tracking`)."""
-    import os
-
     from .tracking import MlflowMirror, wanted
 
     mirror = None

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..files import write_text
+
 RUN_FILE = "mlflow.json"                 # the MLflow run id, in the run directory
 ARTIFACTS = ("results.json", "report.md", "groups.csv", "constraints.csv", "metrics.json")
 _BAD = re.compile(r"[^A-Za-z0-9_\-. /]")  # what MLflow refuses in a metric or param key
@@ -72,8 +74,6 @@ class MlflowMirror:
         found = self.client.get_experiment_by_name(name)
         experiment = found.experiment_id if found else self.client.create_experiment(name)
         self.run_id = self.client.create_run(experiment, run_name=self.run_dir.name).info.run_id
-        from ..files import write_text
-
         write_text(stored, json.dumps({"run_id": self.run_id,
                                        "tracking_uri": self.client.tracking_uri}) + "\n")
 
