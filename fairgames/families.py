@@ -29,8 +29,9 @@ import importlib.metadata
 import sys
 from collections.abc import Iterable, Sequence
 
-# the modules through which the package's own families register (paper 004, paper 003)
-BUILT_IN = ("fairgames.noisy_groups.plugin", "fairgames.fair_regression.plugin")
+# the modules through which the package's own families register (papers 004, 003, 001)
+BUILT_IN = ("fairgames.noisy_groups.plugin", "fairgames.fair_regression.plugin",
+            "fairgames.dataset_constraints.plugin")
 ENTRY_POINTS = "fairgames.families"
 
 

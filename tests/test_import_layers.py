@@ -34,7 +34,7 @@ def _new_top_level_modules(preload: tuple[str, ...], target: str) -> set[str]:
 
 @pytest.mark.parametrize("package", ["fairgames.rates", "fairgames.game",
                                      "fairgames.noisy_groups", "fairgames.fair_regression",
-                                     "fairgames.filtering"])
+                                     "fairgames.filtering", "fairgames.dataset_constraints"])
 def test_the_algebra_imports_only_torch_numpy_scipy_and_the_standard_library(package):
     added = _new_top_level_modules(ALLOWED, package)
     foreign = sorted(m for m in added - {"fairgames"}
@@ -53,7 +53,8 @@ def test_the_check_catches_a_heavy_import():
                                            ("fairgames.game", "fairgames.train"),
                                            ("fairgames.game", "fairgames.noisy_groups"),
                                            ("fairgames.game", "fairgames.fair_regression"),
-                                           ("fairgames.train", "fairgames.filtering")])
+                                           ("fairgames.train", "fairgames.filtering"),
+                                           ("fairgames.game", "fairgames.dataset_constraints")])
 def test_imports_point_down_the_flow(lower, higher):
     code = (f"import sys, {lower}\n"
             f"print(any(m == {higher!r} or m.startswith({higher + '.'!r}) "

@@ -1,0 +1,1 @@
+"""What paper 001's family adds to a run (imported by :mod:`fairgames.families`)."""
