@@ -27,6 +27,7 @@ from .noise import (
     true_attribute,
 )
 from .sampler import MinibatchSampler
+from .several import combine_sources, combine_splits
 from .synthetic import make_synthetic
 from .table import from_frame, load_table
 from .table_preprocess import TablePreprocessor
@@ -42,6 +43,8 @@ __all__ = [
     "TablePreprocessor",
     "TabularDataset",
     "available_datasets",
+    "combine_sources",
+    "combine_splits",
     "estimate_group_noise",
     "noisy_splits",
     "true_attribute",

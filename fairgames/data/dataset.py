@@ -28,6 +28,11 @@ class TabularDataset:
         feature_names: one name per feature column.
         label_name: what the label is (e.g. ``"income>50K"``).
         name: the data set's name.
+        sources: ``[N]`` int64 ids of the source data set of each row (several data sets in
+            one problem, paper 001), named by ``source_names``; ``None``: one data set.
+        source_names: the name of each source id (``source_names[id]``).
+        unlabeled: the sources without labels (their rows' labels are 0 and never read: a
+            rate conditioned on the label over such a source is refused).
         validate: check the values once, here, where the data enters (features finite,
             labels 0/1 or in [0, 1], group codes in range; one host sync): a training step
             then never has to. ``False`` only for rows of a data set already checked
@@ -52,6 +57,9 @@ class TabularDataset:
     feature_names: list[str]
     label_name: str
     name: str = ""
+    sources: torch.Tensor | None = None
+    source_names: list[str] | None = None
+    unlabeled: tuple[str, ...] = ()
     validate: InitVar[bool] = True
 
     def __post_init__(self, validate: bool = True) -> None:
@@ -84,8 +92,30 @@ class TabularDataset:
                 raise DataError(f"group codes of {attr!r} must be int64, got {codes.dtype}")
             if codes.device != f.device or y.device != f.device:
                 raise DataError("features, labels and group codes must be on one device")
+        self._check_sources(n)
         if validate:
             self._check_values()
+
+    def _check_sources(self, n: int) -> None:
+        """The source ids' shape, dtype and names (their values: :meth:`_check_values`)."""
+        src, names = self.sources, self.source_names
+        if src is None:
+            if names is not None or self.unlabeled:
+                raise DataError("source_names / unlabeled need sources (the [N] source ids)")
+            return
+        if not isinstance(src, torch.Tensor) or src.shape != (n,) or src.dtype != torch.int64:
+            raise DataError(f"sources must be an int64 tensor of shape [{n}], got "
+                            f"{_describe(src)}")
+        if src.device != self.features.device:
+            raise DataError("sources must be on the features' device")
+        if not names or len(set(names)) != len(names):
+            raise DataError(f"sources need one distinct name per source id, got {names!r}")
+        self.source_names = [str(x) for x in names]
+        self.unlabeled = tuple(str(x) for x in self.unlabeled)
+        unknown = sorted(set(self.unlabeled) - set(self.source_names))
+        if unknown:
+            raise DataError(f"unlabeled source(s) {unknown} are not among the sources "
+                            f"{self.source_names}")
 
     def _check_values(self) -> None:
         """Labels, group codes and features checked once (one pass each, syncs)."""
@@ -93,6 +123,9 @@ class TabularDataset:
         problems = [label_problem(self.labels, self.label_kind)]
         problems += [code_problem(codes, self.group_names[attr], attr, names_field="group_names")
                      for attr, codes in self.groups.items()]
+        if self.sources is not None:
+            problems.append(code_problem(self.sources, self.source_names or [], "source",
+                                         names_field="source_names"))
         problems.append(finite_problem(
             self.features, "features must be finite (no NaN or inf)",
             "impute the missing values (or drop those rows) before building the data set",
@@ -132,6 +165,7 @@ class TabularDataset:
             features=self.features.to(device),
             labels=self.labels.to(device),
             groups={k: v.to(device) for k, v in self.groups.items()},
+            sources=self.sources.to(device) if self.sources is not None else None,
             validate=False,      # the same values, already checked
         )
 
@@ -159,6 +193,7 @@ class TabularDataset:
             features=self.features[index],
             labels=self.labels[index],
             groups={k: v[index] for k, v in self.groups.items()},
+            sources=self.sources[index] if self.sources is not None else None,
             validate=False,      # rows of a checked data set (no sync per minibatch)
         )
 
@@ -189,6 +224,20 @@ class TabularDataset:
         g = len(self.group_names[attribute])
         counts = torch.bincount(self.groups[attribute].cpu(), minlength=g).tolist()
         return dict(zip(self.group_names[attribute], counts, strict=True))
+
+    def source_counts(self) -> dict[str, int]:
+        """Source name -> number of rows from it (``{}`` for one data set).
+
+        Example:
+            >>> from fairgames.data import make_synthetic
+            >>> make_synthetic(n=100).train.source_counts()
+            {}
+        """
+        if self.sources is None:
+            return {}
+        names = self.source_names or []
+        counts = torch.bincount(self.sources.cpu(), minlength=len(names)).tolist()
+        return dict(zip(names, counts, strict=True))
 
     def base_rates(self) -> dict[str, Any]:
         """Mean label overall and per group of every attribute (NaN for an empty group).
@@ -247,7 +296,9 @@ class DatasetSplits:
             for what, mine, theirs in (
                     ("label_kind", train.label_kind, ds.label_kind),
                     ("feature_names", train.feature_names, ds.feature_names),
-                    ("group_names", train.group_names, ds.group_names)):
+                    ("group_names", train.group_names, ds.group_names),
+                    ("source_names", train.source_names, ds.source_names),
+                    ("unlabeled", train.unlabeled, ds.unlabeled)):
                 if mine != theirs:
                     raise DataError(f"the {part} split's {what} {theirs!r} differ from the "
                                     f"train split's {mine!r}; build every split with the same "

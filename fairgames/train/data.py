@@ -233,6 +233,7 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor | None,
         >>> batch.size, sorted(batch.groups)
         (120, ['group'])
     """
+    src = ds.sources
     if index is None:
         labels = ds.labels
         groups = ds.groups
@@ -241,8 +242,10 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor | None,
         labels = ds.labels[index]
         groups = {a: g[index] for a, g in ds.groups.items()}
         base = baseline_scores[index] if baseline_scores is not None else None
+        src = src[index] if src is not None else None
     return Batch(scores=scores, labels=labels, label_kind=ds.label_kind, weights=weights,
                  groups=groups, group_values=ds.group_names, baseline_scores=base,
+                 sources=src, source_names=ds.source_names if src is not None else None,
                  mixture_weights=mixture_weights, probabilities=probabilities)
 
 
