@@ -62,6 +62,8 @@ class Environment:
         variables: name → number or string (``tolerance``, ``protected_group``, ...).
         grid_size: N of the grid ``thresholds`` = 𝒵 = {1/N, …, 1} (paper 003 §4.1; its
             values are exactly :func:`fairgames.rates.threshold_grid`'s).
+        sources: the names of the data's sources (several data sets in one problem, paper
+            001) that ``source=`` may name; ``None``: not checked (unknown until data loads).
 
     Example:
         >>> env = Environment("sex", {"sex": ["Male", "Female"]}, {"tolerance": 0.05})
@@ -77,6 +79,7 @@ class Environment:
     group_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     variables: Mapping[str, object] = field(default_factory=dict)
     grid_size: int = DEFAULT_GRID_SIZE
+    sources: Sequence[str] | None = None
 
     def names(self) -> list[str]:
         """The names statements may read: the variables, ``thresholds``, and ``groups`` if
@@ -249,6 +252,8 @@ class _Compiler:
                                  vnode)
             s = R.group(attr, self.group_value(attr, v, vnode))
             where = where & (s if key == "group" else ~s)
+        if "source" in kw:
+            where = where & self.source_subset(*kw["source"])
         if "label" in kw:
             v, vnode = kw["label"]
             if fn.conditions_on_label:
@@ -258,6 +263,16 @@ class _Compiler:
                 raise self.error(f"label= must be 0 or 1, got {_show(v)}", vnode)
             where = where & (R.positive_label() if v == 1 else R.negative_label())
         return where
+
+    def source_subset(self, v: Value, node: Node) -> R.Subset:
+        """``source=NAME``: the rows of that source data set (paper 001)."""
+        if not isinstance(v, str):
+            raise self.error(f"source= must be a source name (a string), got {_show(v)}", node)
+        known = self.env.sources
+        if known is not None and v not in known:
+            raise self.error(f"unknown source {v!r}{_suggest(v, known)}; the data's sources "
+                             f"are {', '.join(known) or 'none (one data set)'}", node)
+        return R.source(v)
 
     def group_value(self, attr: str, v: Value, node: Node) -> str | int:
         names = self.env.group_names.get(attr)

@@ -9,7 +9,9 @@ examples it is computed on:
 * ``not_group=V``: every example *except* that group (the "other" side of a parity);
 * ``label=0|1``: only negative / positive examples (refused by rates that already condition
   on the label, such as ``tpr``);
-* ``attribute="race"``: read ``group`` / ``not_group`` on another attribute of the data set.
+* ``attribute="race"``: read ``group`` / ``not_group`` on another attribute of the data set;
+* ``source="d2"``: only examples of that source data set (several data sets in one problem,
+  paper 001).
 
 ``fbeta(beta)`` and ``group_loss(loss)`` take one parameter first. ``sum(... for g in groups)``
 and ``mean(... for g in groups)`` aggregate over the values of the protected attribute and are
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from fairgames import rates as R
 
-SUBSET_KEYWORDS = ("group", "not_group", "label", "attribute")
+SUBSET_KEYWORDS = ("group", "not_group", "label", "attribute", "source")
 AGGREGATORS = {"sum": "the sum over the values of the protected attribute",
                "mean": "the mean over the values of the protected attribute"}
 
@@ -49,7 +51,7 @@ class Function:
     Example:
         >>> f = FUNCTIONS["fbeta"]
         >>> f.params, f.keywords
-        (('beta',), ('beta', 'group', 'not_group', 'label', 'attribute'))
+        (('beta',), ('beta', 'group', 'not_group', 'label', 'attribute', 'source'))
         >>> print(f.build(None, 2.0))
         +1·[+5·E[true_positive | all]] / [+5·E[true_positive | all] +4·E[false_negative | all]
             +1·E[false_positive | all]]
