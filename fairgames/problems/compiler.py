@@ -63,7 +63,10 @@ class Environment:
         grid_size: N of the grid ``thresholds`` = 𝒵 = {1/N, …, 1} (paper 003 §4.1; its
             values are exactly :func:`fairgames.rates.threshold_grid`'s).
         sources: the names of the data's sources (several data sets in one problem, paper
-            001) that ``source=`` may name; ``None``: not checked (unknown until data loads).
+            001) that ``source=`` may name; ``None``: not checked (unknown until data loads);
+            ``[]``: one data set (``source=`` is refused).
+        unlabeled: the sources without labels: a rate that reads labels (``tpr``, ``error``,
+            ``label=``, ...) must name a labeled source with ``source=``.
 
     Example:
         >>> env = Environment("sex", {"sex": ["Male", "Female"]}, {"tolerance": 0.05})
@@ -80,6 +83,7 @@ class Environment:
     variables: Mapping[str, object] = field(default_factory=dict)
     grid_size: int = DEFAULT_GRID_SIZE
     sources: Sequence[str] | None = None
+    unlabeled: Sequence[str] = ()
 
     def names(self) -> list[str]:
         """The names statements may read: the variables, ``thresholds``, and ``groups`` if
@@ -226,9 +230,32 @@ class _Compiler:
                                  pos=node.pos, length=node.length)
         where = self.subset(fn, kw)
         try:
-            return fn.build(where, *[params[p] for p in fn.params])
+            out = fn.build(where, *[params[p] for p in fn.params])
         except (TypeError, ValueError) as e:
             raise self.error(f"{fn.name}(): {e}", pos=node.pos, length=node.length) from None
+        if self.env.unlabeled:
+            self.check_labeled(fn, out, kw.get("source"), node)
+        return out
+
+    def check_labeled(self, fn: Function, out: Value, src: tuple[Value, Node] | None,
+                      node: Node) -> None:
+        """Refuse a rate that reads labels over an unlabeled source (paper 001: such a data
+        set has no labels; coverage and churn there read none)."""
+        if src is not None and src[0] not in self.env.unlabeled:
+            return              # one labeled source: the subset excludes every other
+        if not (isinstance(out, R.Expression)
+                and any(lf.reads_labels for lf in R.leaves_of([out]))):
+            return
+        labeled = [s for s in self.env.sources or () if s not in self.env.unlabeled]
+        fix = (f"restrict it with source={_quote(labeled[0])}" if labeled
+               else "name a labeled source with source=")
+        if src is not None:
+            what, at = f"on the unlabeled source {src[0]!r}", src[1]
+        else:
+            names = ", ".join(repr(u) for u in self.env.unlabeled)
+            what, at = f"without source= it reads every source, and {names} is unlabeled", node
+        raise self.error(f"{fn.name}() reads labels, but {what}: {fix}, or give that source "
+                         "its label column", at)
 
     def subset(self, fn: Function, kw: Mapping[str, tuple[Value, Node]]) -> R.Subset | None:
         attr = self.env.protected
@@ -269,6 +296,10 @@ class _Compiler:
         if not isinstance(v, str):
             raise self.error(f"source= must be a source name (a string), got {_show(v)}", node)
         known = self.env.sources
+        if known is not None and not known:
+            raise self.error(f"source={v!r} names a source data set, but the data is one data "
+                             "set (no sources): give a data config with several sources "
+                             "(fairgames.data.combine_splits), or drop source=", node)
         if known is not None and v not in known:
             raise self.error(f"unknown source {v!r}{_suggest(v, known)}; the data's sources "
                              f"are {', '.join(known) or 'none (one data set)'}", node)
@@ -401,6 +432,11 @@ def _label(value: object) -> str:
 def _suggest(word: str, candidates: Sequence[str]) -> str:
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _quote(name: str) -> str:
+    """``name`` as a statement's double-quoted string."""
+    return '"' + name.replace('"', '\\"') + '"'
 
 
 def _show(v: object) -> str:

@@ -314,7 +314,8 @@ class ProblemSpec:
     def build(self, protected: str | None, group_names: Mapping[str, Sequence[str]],
               values: Mapping[str, object] | None = None,
               group_counts: Mapping[str, int] | None = None,
-              label_kind: str | None = None) -> BuiltProblem:
+              label_kind: str | None = None, sources: Sequence[str] | None = None,
+              unlabeled: Sequence[str] = ()) -> BuiltProblem:
         """Compile against a data set's groups.
 
         Args:
@@ -325,6 +326,9 @@ class ProblemSpec:
                 when ``protected_group`` is unset).
             label_kind: the target's kind (``"binary"`` or ``"real"``): what ``target_loss``
                 names; a statement reading it needs it.
+            sources: the data's source names (``[]``: one data set; ``None``: unknown), so
+                that ``source=`` is checked before training (paper 001).
+            unlabeled: the sources without labels: a rate reading labels there is refused.
 
         Raises:
             ProblemSyntaxError: with the offending token underlined.
@@ -356,7 +360,8 @@ class ProblemSpec:
                                    f"loss of the data's target; give the label kind (one of "
                                    f"{sorted(TARGET_LOSSES)}), got {label_kind!r}")
             variables["target_loss"] = TARGET_LOSSES[label_kind]
-        env = Environment(protected, group_names, variables, grid_size=self.grid_size)
+        env = Environment(protected, group_names, variables, grid_size=self.grid_size,
+                          sources=sources, unlabeled=unlabeled)
         objective = compile_expression(self.objective, env, f"objective of {self.name!r}")
         constraints: list[R.Constraint] = []
         for cname, text in self.statements():

@@ -45,6 +45,10 @@ class Batch:
             attributes, since the number of values cannot be read without a device sync).
         baseline_scores: ``[B]`` scores of a baseline model (churn, win/loss rates).
         sources: ``[B]`` integer source ids, named by ``source_names``.
+        unlabeled_sources: the names of the sources without labels (paper 001's unlabeled
+            data sets): their rows' labels are never read; a rate that reads labels
+            (``tpr``, ``error``, ``label=``, a group loss) over a subset that may hold their
+            rows is refused when the evaluator first meets the batch's layout (no sync).
         example_ids: ``[B]`` integer ids (per-example adversaries).
         mixture_weights: ``[R]`` non-negative weights summing to 1 of a stochastic model.
         probabilities: ``[B]`` probability that each example is predicted positive, instead of
@@ -60,6 +64,7 @@ class Batch:
     baseline_scores: torch.Tensor | None = None
     sources: torch.Tensor | None = None
     source_names: Sequence[str] | None = None
+    unlabeled_sources: Sequence[str] = ()
     example_ids: torch.Tensor | None = None
     mixture_weights: torch.Tensor | None = None
     probabilities: torch.Tensor | None = None
@@ -158,6 +163,12 @@ class Batch:
             if not self.source_names:
                 raise RatesError("sources needs source_names (the name of each source id)")
             self.source_names = [str(x) for x in self.source_names]
+        self.unlabeled_sources = tuple(str(x) for x in self.unlabeled_sources)
+        unknown = [x for x in self.unlabeled_sources if x not in (self.source_names or ())]
+        if unknown:
+            raise RatesError(f"unlabeled_sources {unknown} are not among the batch's "
+                             f"source_names {self.source_names}: name sources of the batch "
+                             "(and give sources / source_names)")
         if self.example_ids is not None:
             ids = _tensor("example_ids", self.example_ids)
             if ids.is_floating_point() or ids.shape != (b,):
@@ -230,6 +241,7 @@ class Batch:
                          if k in self.groups)),
             self.baseline_scores is not None,
             tuple(self.source_names) if self.sources is not None else None,
+            self.unlabeled_sources,
             str(self.device),
         )
 

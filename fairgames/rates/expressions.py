@@ -31,7 +31,7 @@ import torch
 from .events import Event
 from .losses import Loss
 from .psi import Psi
-from .subsets import Subset
+from .subsets import LabelIs, Subset
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +53,20 @@ class Leaf:
             return ("rate", self.event.key(), self.where.key())
         assert self.loss is not None
         return ("loss", self.loss.name, self.where.key())
+
+    @property
+    def reads_labels(self) -> bool:
+        """Whether the leaf reads the labels: an event on the label (``tpr``, ``error``), a
+        label condition in its subset (``label=1``) or a group loss (a function of the label).
+
+        Example:
+            >>> from fairgames.rates import coverage, positive_label, true_positive_rate
+            >>> [lf.reads_labels for e in (coverage(), true_positive_rate(),
+            ...                            coverage(positive_label())) for lf in e.leaves()]
+            [False, True, True]
+        """
+        return (self.loss is not None or bool(self.event and self.event.uses_label)
+                or any(isinstance(x, LabelIs) for x in self.where.literals()))
 
     @property
     def depends_on_model(self) -> bool:

@@ -246,6 +246,7 @@ def make_batch(ds: TabularDataset, scores: torch.Tensor | None,
     return Batch(scores=scores, labels=labels, label_kind=ds.label_kind, weights=weights,
                  groups=groups, group_values=ds.group_names, baseline_scores=base,
                  sources=src, source_names=ds.source_names if src is not None else None,
+                 unlabeled_sources=ds.unlabeled if src is not None else (),
                  mixture_weights=mixture_weights, probabilities=probabilities)
 
 

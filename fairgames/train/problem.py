@@ -31,6 +31,7 @@ from fairgames.rates import Surrogate, error_rate, threshold_grid
 from .config import AlgorithmConfig, ConfigError
 from .context import RunContext, RunProblem
 from .evaluation import SolutionEvaluator
+from .subsets import data_sources
 
 
 def compile_problem(ctx: RunContext, values: Mapping[str, float], *,
@@ -44,7 +45,8 @@ def compile_problem(ctx: RunContext, values: Mapping[str, float], *,
     if isinstance(spec, ProblemSpec):
         # a crossed attribute's UNSEEN value (cells without training rows) is not constrained
         built = spec.build(protected, constrained_values(train.group_names), values,
-                           constrained_counts(train, protected), label_kind=train.label_kind)
+                           constrained_counts(train, protected), label_kind=train.label_kind,
+                           **data_sources(train))
         objective, constraints = built.objective, built.constraints
         surrogate = _surrogate(algorithm, objective, constraints)
         problem = Problem(objective, constraints, surrogate=surrogate,

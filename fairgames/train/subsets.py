@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -65,6 +66,21 @@ def empty_subsets(metrics: Mapping[str, Expression | Constraint], ds: TabularDat
     return out
 
 
+def data_sources(ds: TabularDataset) -> dict[str, Any]:
+    """What a problem's ``source=`` is checked against (paper 001): the split's source names
+    (``[]`` for one data set, so that ``source=`` is refused there) and its unlabeled ones.
+
+    Example:
+        >>> from fairgames.data import combine_sources, make_synthetic
+        >>> data_sources(make_synthetic(n=50).train)
+        {'sources': [], 'unlabeled': ()}
+        >>> data_sources(combine_sources({"d1": make_synthetic(n=50).train,
+        ...                               "d3": make_synthetic(n=50).train}, unlabeled=["d3"]))
+        {'sources': ['d1', 'd3'], 'unlabeled': ('d3',)}
+    """
+    return {"sources": list(ds.source_names or []), "unlabeled": tuple(ds.unlabeled)}
+
+
 def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected: str
                ) -> tuple[Expression | None, list[Constraint]]:
     """The objective and constraints of a problem, a spec compiled against the training
@@ -82,7 +98,8 @@ def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected:
     if isinstance(problem, ProblemSpec):
         stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
         built = problem.build(protected, constrained_values(train.group_names), stand_ins,
-                              constrained_counts(train, protected), label_kind=train.label_kind)
+                              constrained_counts(train, protected), label_kind=train.label_kind,
+                              **data_sources(train))
         return built.objective, list(built.constraints)
     return problem.objective, list(problem.constraints.values())
 
@@ -118,8 +135,12 @@ def require_training_subsets(problem: ProblemSpec | Problem, train: TabularDatas
     empty = empty_subsets(metrics, train, chunk)
     if empty:
         listed = "; ".join(f"{name}: {', '.join(subsets)}" for name, subsets in empty.items())
+        # several data sets (paper 001): a source with no training row is named by its count
+        sources = (f" Its sources' row counts: {train.source_counts()} (a source with 0 rows "
+                   "has none in this split: give it training rows in the data config, or drop "
+                   "its statements)." if train.sources is not None else "")
         raise EmptySubsetError(
             f"the training split ({len(train)} rows) has no row in a subset the problem "
             f"reads, so its rate is undefined there — {listed}. The split's {protected!r} "
-            f"counts: {train.group_counts(protected)}. Use another data.protected, problem "
-            "or data split.")
+            f"counts: {train.group_counts(protected)}.{sources} Use another data.protected, "
+            "problem or data split.")

@@ -54,14 +54,15 @@ def _tensors(tree, prefix=""):
     return out
 
 
-GAMES = ["proxy_lagrangian", "lagrangian_slacks", "group_loss"]
+GAMES = ["proxy_lagrangian", "lagrangian_slacks", "group_loss", "sources"]
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_every_rank_plays_the_one_process_game_on_the_concatenated_batch(played, game):
     # uneven shards (150 / 90 rows), group "c" absent from rank 1's: every rank's θ,
     # multipliers, slacks and running estimates are the same, and the single process's
-    # (group_loss: a hinge-loss objective takes the general, op-by-op pass)
+    # (group_loss: a hinge-loss objective takes the general, op-by-op pass; sources: goals
+    # on three source data sets, the unlabeled one absent from rank 1's shard, paper 001)
     ranks = [_tensors(played[r][game]) for r in ("rank0", "rank1")]
     reference = _tensors(played["reference"][game])
     assert set(ranks[0]) == set(reference)
@@ -69,6 +70,9 @@ def test_every_rank_plays_the_one_process_game_on_the_concatenated_batch(played,
     if game == "lagrangian_slacks":
         assert "/players/slacks/slacks" in reference
         assert reference["/players/multipliers/lam"].abs().sum() > 0    # the game is active
+    if game == "sources":      # the constraints on d3, absent from rank 1's shard, bind:
+        # the swap-regret multipliers' distribution weighs coverage_d3 and churn_d3
+        assert (reference["/players/multipliers/v"][2:] > 0.01).all()
     for key, ref in reference.items():
         assert torch.equal(ranks[0][key], ranks[1][key]), key
         torch.testing.assert_close(ranks[0][key], ref, rtol=0, atol=1e-6, msg=key)

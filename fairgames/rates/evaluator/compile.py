@@ -84,6 +84,8 @@ def compile_plan(reg: Registered, batch: Batch) -> _Plan:
 
     membership = _Membership(coords, cells, batch).cells
     members = [membership(s) for s in reg.subsets]     # sorted cell ids per subset
+    if batch.unlabeled_sources:
+        _check_unlabeled(reg, batch, coords.get("source"), members)
     # Each subset's label / baseline part: the (label, baseline) pairs, 2·y + o, that some
     # cell of the subset has (group and source conditions dropped; g = b & y = 1 → y = 1).
     part = (coords.get("label", np.zeros(cells, dtype=np.int64)) * 2
@@ -193,6 +195,30 @@ def _check_batch(reg: Registered, batch: Batch, uses_label: bool, uses_baseline:
                              f"{sorted(batch.groups) or 'no group attributes'}")
     if batch.probabilities is not None and any(i != DEFAULT_INDICATOR for i in reg.indicators):
         raise RatesError("threshold events need scores; probabilities give only P(s > 0)")
+
+
+def _check_unlabeled(reg: Registered, batch: Batch, source: np.ndarray | None,
+                     members: Sequence[np.ndarray]) -> None:
+    """Refuse a leaf that reads labels (:attr:`Leaf.reads_labels`) over a subset that may
+    hold rows of an unlabeled source (paper 001's unlabeled data sets: their labels are
+    placeholders). Once per plan, on the subsets' cells: no device work."""
+    names = list(batch.source_names or [])
+    unlabeled = [names.index(u) for u in batch.unlabeled_sources]
+    for lf, j in zip(reg.leaves, reg.leaf_subset, strict=True):
+        if not lf.reads_labels or len(members[j]) == 0:
+            continue
+        # without a source factor a subset holds rows of every source
+        held = (set(unlabeled) if source is None
+                else set(np.unique(source[members[j]]).tolist()) & set(unlabeled))
+        if held:
+            bad = ", ".join(repr(names[i]) for i in sorted(held))
+            labeled = [n for n in names if n not in batch.unlabeled_sources]
+            hint = (f"where=source({labeled[0]!r}) (or & ~source({names[min(held)]!r}))"
+                    if labeled else "a labeled source")
+            raise RatesError(
+                f"the rate {lf} reads labels, but its subset holds rows of the unlabeled "
+                f"source {bad}, whose labels are placeholders: restrict it to labeled "
+                f"rows, e.g. {hint}, or give that source its label column")
 
 
 def _entries(reg: Registered, coords: Mapping[str, np.ndarray], cells: int,
