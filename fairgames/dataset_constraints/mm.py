@@ -29,9 +29,9 @@ iterate would break MM's guarantee that every iterate is ramp-feasible.
 Example:
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(200, 2)); y = (x[:, 0] > 0).astype(float)
+    >>> x = rng.normal(size=(60, 2)); y = (x[:, 0] > 0).astype(float)
     >>> g = (x[:, 1] > 0)
-    >>> problem = RampProblem(x, error_row(y), (ratio_row(g, ~g, 0.8),), lam=0.01)
+    >>> problem = RampProblem(x, error_row(y), (ratio_row(g, ~g, 0.8),), lam=0.05)
     >>> result = minimize(problem)
     >>> result.rounds[-1].objective <= result.rounds[0].objective
     True
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ramp import bound_n, bound_p, ramp_rates
+from .ramp import ramp_rates
 from .svm import solve_hinge
 
 __all__ = ["BoundSolve", "InfeasibleStartError", "MMResult", "MMRound", "RampProblem",

@@ -77,7 +77,7 @@ def test_mm_rounds_decrease_stay_feasible_and_converge():
     assert g.pos @ np.clip(0.5 + z, 0, 1) + g.neg @ np.clip(0.5 - z, 0, 1) <= 1 + 1e-9
     again = minimize(problem, start=result.w, max_rounds=1)
     assert abs(again.rounds[1].objective - rounds[-1].objective) < 1e-7
-    assert rounds[-1].objective < rounds[0].objective - 0.1      # it did learn something
+    assert rounds[-1].objective < rounds[0].objective - 0.05     # it did learn something
 
 
 @pytest.mark.slow
@@ -132,3 +132,17 @@ def test_bound_problem_certificate_brackets_a_scipy_solve():
     assert solve.lower <= solve.upper + 1e-12 and solve.gap <= 1e-6
     # the bound problem's value at its own solution equals the ramp objective's upper bound
     assert problem.objective_value(solve.w) <= solve.upper + 1e-12
+
+
+def test_problem_three_is_the_ramp_bounds_summed():
+    """The hinge pieces built for Problem 3 sum to Σ pos·σ̌_p + neg·σ̌_n (ramp.py's bounds)."""
+    from fairgames.dataset_constraints.mm import _bounds
+
+    problem, *_ = _fair_problem(n=50, seed=6)
+    rng = np.random.default_rng(6)
+    w_ref, w = rng.normal(size=(2, 2))
+    z_ref, z = problem.features @ w_ref, problem.features @ w
+    values = _bounds(problem, w_ref).values(w)
+    for k, row in enumerate((problem.objective, *problem.constraints)):
+        expected = row.pos @ bound_p(z, z_ref) + row.neg @ bound_n(z, z_ref)
+        assert abs(values[k] - expected) <= 1e-12
