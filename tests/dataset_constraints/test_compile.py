@@ -91,3 +91,26 @@ def test_a_ratio_constraint_is_met_on_train_by_the_randomised_classifier():
     hard = x @ result.w > 0          # the thresholded classifier: reported, not guaranteed
     print(f"randomised ratio {s[g == 0].mean() / s[g == 1].mean():.3f}, thresholded "
           f"{hard[g == 0].mean() / max(hard[g == 1].mean(), 1e-12):.3f}")
+
+
+def test_rows_agree_with_the_library_evaluator_on_the_ramp_probabilities(data):
+    """The library's own rate evaluator, given P(ŷ = 1) = σ(z), reads the same values."""
+    import torch
+
+    from fairgames.rates import Batch, RateEvaluator
+
+    d, z = data
+    c = (true_positive_rate(group("sex", "Female"))
+         >= 0.9 * positive_prediction_rate(group("sex", "Male")))
+    obj = error_rate(group("sex", "Male")) + 0.3 * error_rate()
+    batch = Batch(scores=None, labels=torch.tensor(d.labels, dtype=torch.float64),
+                  weights=torch.tensor(d.weights), groups={"sex": torch.tensor(d.groups["sex"])},
+                  group_values={"sex": ["Female", "Male"]},
+                  probabilities=torch.tensor(np.clip(0.5 + z, 0, 1)))
+    values = RateEvaluator([obj, c.expression])(batch)
+    row = constraint_row(c, d)
+    assert abs(ramp_rates(z, row.pos, row.neg) - row.bound
+               - float(c.expression.evaluate(values))) <= 1e-6   # it sums in float32
+    orow, constant = objective_row(obj, d)
+    assert abs(ramp_rates(z, orow.pos, orow.neg) + constant
+               - float(obj.evaluate(values))) <= 1e-6
