@@ -1,0 +1,125 @@
+"""Several data sets in one run (paper 001, issue 47): ``data=sources`` — each source its own
+data config, one table preprocessing for all, per-source splits and sampling, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fairgames.data import TablePreprocessor
+from fairgames.train import ConfigError
+from fairgames.train.data import load_splits
+
+
+def _frame(n: int, seed: int, shift: float = 0.0, labeled: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["F", "M"], n)
+    x1 = rng.normal(shift, 1.0, n)
+    job = rng.choice(["a", "b", "c"], n)
+    frame = pd.DataFrame({"x1": x1, "job": job, "sex": sex})
+    if labeled:
+        frame["y"] = (x1 + rng.normal(0, 0.5, n) > shift).astype(int)
+    return frame
+
+
+@pytest.fixture
+def three_csvs(tmp_path):
+    """D1, D2 labeled; D3 unlabeled, its file without a label column."""
+    paths = {}
+    for name, n, seed, shift, labeled in (("d1", 400, 0, 0.0, True), ("d2", 300, 1, 0.5, True),
+                                          ("d3", 500, 2, 1.0, False)):
+        paths[name] = tmp_path / f"{name}.csv"
+        _frame(n, seed, shift, labeled).to_csv(paths[name], index=False)
+    return paths
+
+
+def _cfg(paths, **extra):
+    sources = {
+        "d1": {"name": "table", "path": str(paths["d1"]), "target": "y"},
+        "d2": {"name": "table", "path": str(paths["d2"]), "target": "y"},
+        "d3": {"name": "table", "path": str(paths["d3"]), "labeled": False},
+    }
+    for key, value in extra.items():
+        sources[key] = {**sources.get(key, {}), **value}
+    return {"name": "sources", "protected": "sex", "seed": None, "sources": sources}
+
+
+def test_three_table_sources_share_the_first_labeled_sources_preprocessing(three_csvs):
+    splits = load_splits(_cfg(three_csvs), seed=0)
+    train = splits.train
+    assert train.source_names == ["d1", "d2", "d3"] and train.unlabeled == ("d3",)
+    # each source split by its own fractions (0.6 / 0.2 / 0.2 of its rows, stratified)
+    for part, share in (("train", 0.6), ("validation", 0.2), ("test", 0.2)):
+        counts = getattr(splits, part).source_counts()
+        for name, n in (("d1", 400), ("d2", 300), ("d3", 500)):
+            assert abs(counts[name] - share * n) <= 4, (part, name, counts)
+    # ONE preprocessing, fitted on d1's training rows: an independent reference
+    d1 = pd.read_csv(three_csvs["d1"])
+    d1_train = load_splits({"name": "table", "path": str(three_csvs["d1"]), "target": "y",
+                            "protected": "sex", "seed": 0}, seed=0)
+    pre = d1_train.metadata["preprocessor"]
+    assert splits.metadata["preprocessor"] == pre
+    ref = TablePreprocessor.fit(d1, d1_train.metadata["split_indices"]["train"], target="y",
+                                protected="sex")
+    assert ref == pre
+    d3 = pd.read_csv(three_csvs["d3"])
+    rows3 = (train.sources == 2)
+    x3 = train.features[rows3]
+    # d3's rows are d3's file rows encoded with d1's means / std / categories
+    fit_rows = d1["x1"].to_numpy()[d1_train.metadata["split_indices"]["train"]]
+    mu, sd = fit_rows.mean(), fit_rows.std()
+    got = np.sort(x3[:, 0].numpy() * sd + mu)
+    want = np.sort(d3["x1"].to_numpy())
+    assert np.isin(np.round(got, 3), np.round(want, 3)).all()
+    assert train.labels[rows3].abs().sum().item() == 0      # no labels: zeros never read
+    rec = splits.metadata["sources_record"]
+    assert rec["d3"]["labeled"] is False and rec["d1"]["labeled"] is True
+    assert rec["d2"]["rows"]["train"] == splits.train.source_counts()["d2"]
+    assert len(rec["d1"]["files"][0]["sha256"]) == 64
+
+
+def test_a_split_of_one_loader_makes_two_disjoint_sources():
+    base = {"name": "synthetic", "n": 1000}
+    cfg = {"name": "sources", "protected": "group", "seed": 3, "sources": {
+        "early": {**base, "rows": {"part": "train", "range": [0.0, 0.5]}},
+        "late": {**base, "rows": {"part": "train", "range": [0.5, 1.0],
+                                  "split": [0.5, 0.25, 0.25]}}}}
+    splits = load_splits(cfg, seed=0)
+    whole = load_splits({**base, "protected": "group", "seed": 3}, seed=0).train
+    feats = {name: torch.cat([getattr(splits, p).features[getattr(splits, p).sources == i]
+                              for p in ("train", "validation", "test")])
+             for i, name in enumerate(["early", "late"])}
+    assert len(feats["early"]) + len(feats["late"]) == len(whole)
+    rows = {tuple(r) for r in whole.features.tolist()}
+    early, late = ({tuple(r) for r in f.tolist()} for f in feats.values())
+    assert early | late == rows and not early & late
+    counts = splits.train.source_counts()
+    assert counts["late"] == pytest.approx(0.5 * len(feats["late"]), abs=3)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"d2": {"batch_sise": 8}}, r"data.sources.d2: unknown key\(s\) \['batch_sise'\]"),
+    ({"d3": {"split": [0.9, 0.0, 0.1]}},
+     r"source 'd3' has no rows in its validation split.*data.sources.d3.split"),
+    ({"d1": {"labeled": False}, "d2": {"labeled": False}},
+     r"no labeled table source"),
+    ({"d2": {"batch_size": 0}}, r"data.sources.d2.batch_size=0"),
+])
+def test_source_config_errors_name_the_source_and_the_remedy(three_csvs, change, message):
+    with pytest.raises(ConfigError, match=message):
+        load_splits(_cfg(three_csvs, **change), seed=0)
+
+
+def test_a_table_with_other_columns_is_refused_naming_them(three_csvs, tmp_path):
+    frame = pd.read_csv(three_csvs["d2"]).rename(columns={"job": "work"})
+    frame.to_csv(tmp_path / "other.csv", index=False)
+    cfg = _cfg(three_csvs, d2={"path": str(tmp_path / "other.csv")})
+    with pytest.raises(ConfigError, match=r"'d2'.*missing \['job'\].*extra \['work'\]"):
+        load_splits(cfg, seed=0)
+
+
+def test_no_sources_is_refused():
+    with pytest.raises(ConfigError, match="data.sources"):
+        load_splits({"name": "sources", "protected": None, "seed": None, "sources": {}}, seed=0)
