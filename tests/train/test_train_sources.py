@@ -123,3 +123,59 @@ def test_a_table_with_other_columns_is_refused_naming_them(three_csvs, tmp_path)
 def test_no_sources_is_refused():
     with pytest.raises(ConfigError, match="data.sources"):
         load_splits({"name": "sources", "protected": None, "seed": None, "sources": {}}, seed=0)
+
+
+# --------------------------------------------------------------------------- runs
+def _sources_override(paths, sizes=None) -> str:
+    sizes = sizes or {}
+    items = []
+    for name in ("d1", "d2", "d3"):
+        keys = ["name:table", f"path:'{paths[name]}'"]
+        keys += ["target:y"] if name != "d3" else ["labeled:false"]
+        if sizes.get(name) is not None:
+            keys.append(f"batch_size:{sizes[name]}")
+        items.append(f"{name}:{{{','.join(keys)}}}")
+    return "data.sources={" + ",".join(items) + "}"
+
+
+def _run_args(paths, sizes=None, steps=300):
+    return ["data=sources", "data.protected=sex", _sources_override(paths, sizes),
+            "problem=error", "problem.objective='error(source=\"d1\")'",
+            "+problem.constraints.cover='ppr(source=\"d3\") <= 0.3'", "trainer=smoke",
+            f"trainer.steps={steps}", "trainer.log_every=25", "trainer.snapshot_every=10",
+            "optimizer.lr=0.05"]
+
+
+def test_three_sources_end_to_end_meet_a_rate_on_the_unlabeled_one(train_run, three_csvs):
+    result = train_run("sources", *_run_args(three_csvs), fast=False)
+    config = result.results["config"]
+    splits = load_splits(config["data"], config["seed"])
+    d3 = splits.train.sources == 2
+    # the constraint binds: d1's rule (x1 > 0) would call most of d3 positive
+    assert (pd.read_csv(three_csvs["d3"])["x1"] > 0).mean() > 0.75
+    with torch.no_grad():
+        scores = result.model.eval()(splits.train.features).reshape(-1)
+    assert float((scores[d3] > 0).float().mean()) <= 0.3 + 0.03     # the final model's
+    cover = result.results["solutions"]["recommended"]["train"]["constraints"]["cover"]
+    assert cover["violation"] <= 0.01
+    assert set(result.results["sources"]) == {"d1", "d2", "d3"}
+    assert result.results["sources"]["d3"]["labeled"] is False
+
+
+def test_a_minibatch_sources_run_stopped_and_resumed_ends_like_an_uninterrupted_one(
+        train_run, three_csvs, tmp_path, same_run):
+    args = [*_run_args(three_csvs, {"d2": 32, "d3": 64}, steps=60), "trainer.checkpoint_every=20",
+            "trainer.log_every=5"]
+    full = train_run("full", *args, fast=False)
+    stopped = train_run("stopped", *args, "trainer.stop_after=33", run_dir=tmp_path, fast=False)
+    assert stopped.results is None and stopped.engine.step == 33
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["engine"]["sampler"]
+    assert state["kind"] == "sources" and state["samplers"]["d1"] is None
+    resumed = train_run("resumed", *args, "trainer.resume=true", run_dir=tmp_path, fast=False)
+    same_run(resumed, full)
+
+
+def test_per_source_batches_with_a_trainer_batch_size_are_refused(train_run, three_csvs):
+    with pytest.raises(ConfigError, match=r"trainer.batch_size=64.*data.sources"):
+        train_run("both", *_run_args(three_csvs, {"d2": 32}, steps=5),
+                  "trainer.batch_size=64", fast=False)

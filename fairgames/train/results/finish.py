@@ -74,6 +74,8 @@ def evaluate_run(ctx: RunContext, built: RunProblem, trained: Trained,
             out["verdict"] = {**out["verdict"], **clean_numbers(dict(judged))}
     if splits.metadata.get("crossed"):  # group_cross: cells kept, dropped, empty per split
         out["crossed_groups"] = splits.metadata["crossed"]
+    if splits.metadata.get("sources_record"):    # data=sources: each source as resolved
+        out["sources"] = clean_numbers(splits.metadata["sources_record"])
     checked = time.perf_counter()
     validate_results(out)
     ctx.extras.setdefault("stage_seconds", {})["validate"] = time.perf_counter() - checked
