@@ -158,8 +158,29 @@ def test_three_sources_end_to_end_meet_a_rate_on_the_unlabeled_one(train_run, th
     assert float((scores[d3] > 0).float().mean()) <= 0.3 + 0.03     # the final model's
     cover = result.results["solutions"]["recommended"]["train"]["constraints"]["cover"]
     assert cover["violation"] <= 0.01
-    assert set(result.results["sources"]) == {"d1", "d2", "d3"}
-    assert result.results["sources"]["d3"]["labeled"] is False
+    block = result.results["sources"]
+    assert set(block) == {"d1", "d2", "d3"} and block["d3"]["labeled"] is False
+    # per source and split: rows, ppr and (labeled) error / base rate of the recommended
+    # solution's hard predictions, against numpy on its own scores
+    model = result.recommended.eval()
+    for part in ("train", "test"):
+        ds = getattr(splits, part)
+        with torch.no_grad():
+            p = (model.predict_proba(ds.features) if hasattr(model, "predict_proba")
+                 else (model(ds.features).reshape(-1) > 0).float()).numpy()
+        y, src = ds.labels.numpy(), ds.sources.numpy()
+        for i, name in enumerate(["d1", "d2", "d3"]):
+            got, rows = block[name]["metrics"][part], src == i
+            assert got["rows"] == rows.sum()
+            assert got["ppr"] == pytest.approx(p[rows].mean(), abs=1e-6)
+            if name == "d3":
+                assert "error" not in got and "base_rate" not in got
+            else:
+                err = (p[rows] * (1 - y[rows]) + (1 - p[rows]) * y[rows]).mean()
+                assert got["error"] == pytest.approx(err, abs=1e-6)
+                assert got["base_rate"] == pytest.approx(y[rows].mean(), abs=1e-6)
+    report = (result.run_dir / "report.md").read_text()
+    assert "## Sources" in report and "| d3 |" in report
 
 
 def test_a_minibatch_sources_run_stopped_and_resumed_ends_like_an_uninterrupted_one(
@@ -179,3 +200,26 @@ def test_per_source_batches_with_a_trainer_batch_size_are_refused(train_run, thr
     with pytest.raises(ConfigError, match=r"trainer.batch_size=64.*data.sources"):
         train_run("both", *_run_args(three_csvs, {"d2": 32}, steps=5),
                   "trainer.batch_size=64", fast=False)
+
+
+@pytest.mark.slow      # two scripts/train.py processes: ~80 s on a busy machine
+def test_the_command_line_names_the_sources_and_refuses_a_bad_source(three_csvs, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "train.py"
+
+    def train(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), *args, f"hydra.run.dir={tmp_path}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              check=False)
+
+    done = train(*_run_args(three_csvs, {"d3": 64}, steps=20))
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("sources: "))
+    assert "d1 (labeled, all rows per step" in line and "d3 (unlabeled, 64 rows per step" in line
+    bad = [a.replace("labeled:false", "labelled:false") for a in _run_args(three_csvs, steps=5)]
+    refused = train(*bad, "hydra.job.chdir=false")
+    assert refused.returncode != 0
+    assert "data.sources.d3: unknown key(s) ['labelled']" in refused.stderr, refused.stderr[-800:]
