@@ -156,9 +156,7 @@ def _load_one(name: str, cfg: dict[str, Any], own: Mapping[str, Any],
     try:
         if cfg["name"] == "table" and pre is not None:
             splits = _shared_table(name, cfg, pre, labeled=own["labeled"])
-        else:
-            if cfg["name"] == "table" and not own["labeled"]:
-                raise ConfigError(f"data.sources.{name}: unlabeled")   # _reference prevents
+        else:        # an unlabeled table always has a reference (_reference checked it)
             splits = load_splits(cfg, seed, required=())
     except ConfigError as e:
         raise ConfigError(f"data.sources.{name}: {e}") from e
@@ -239,8 +237,9 @@ def _rows_of(name: str, splits: DatasetSplits, rows: Mapping[str, Any], seed: in
     order = np.random.default_rng([seed, 7919]).permutation(len(ds))
     keep = np.sort(order[round(lo * len(ds)):round(hi * len(ds))])
     part = ds.subset(torch.from_numpy(keep))
+    # a table's preprocessing stays the one fitted on the file's training split: the shared
+    # one when this source is the reference
     meta = {**splits.metadata, "rows": dict(rows)}
-    meta.pop("preprocessor", None)      # fitted on rows this source may not have: not its own
     return _split(part, rows.get("split") or DEFAULT_SPLIT, seed, None, meta)
 
 
@@ -263,7 +262,10 @@ def _record(parts: Mapping[str, DatasetSplits], own: Mapping[str, Mapping[str, A
                   "files": list((s.metadata or {}).get("sources") or []),
                   **({"part": dict(own[n]["rows"])} if own[n]["rows"] else {})}
               for n, s in parts.items()}
+    first = next(iter(parts.values())).metadata or {}
+    # the attribute every source shares (combine_splits checked it): the run's protected
     out: dict[str, Any] = {"name": NAME, "seed": seed, "sources_record": record,
+                           "protected": first.get("protected"),
                            "source_batch_sizes": {n: own[n]["batch_size"] for n in own}}
     if pre is not None:
         out["preprocessor"] = pre

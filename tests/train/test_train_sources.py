@@ -10,7 +10,7 @@ import torch
 
 from fairgames.data import TablePreprocessor
 from fairgames.train import ConfigError
-from fairgames.train.data import load_splits
+from fairgames.train.data import load_splits, loaded_keys
 
 
 def _frame(n: int, seed: int, shift: float = 0.0, labeled: bool = True) -> pd.DataFrame:
@@ -78,6 +78,13 @@ def test_three_table_sources_share_the_first_labeled_sources_preprocessing(three
     assert rec["d3"]["labeled"] is False and rec["d1"]["labeled"] is True
     assert rec["d2"]["rows"]["train"] == splits.train.source_counts()["d2"]
     assert len(rec["d1"]["files"][0]["sha256"]) == 64
+
+
+def test_the_sources_own_protected_attribute_is_the_runs(three_csvs):
+    cfg = _cfg(three_csvs, **{n: {"protected": "sex"} for n in ("d1", "d2", "d3")})
+    cfg["protected"] = None
+    splits = load_splits(cfg, seed=0)
+    assert loaded_keys(cfg, splits)["protected"] == "sex"
 
 
 def test_a_split_of_one_loader_makes_two_disjoint_sources():
