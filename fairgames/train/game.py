@@ -163,6 +163,11 @@ def _batches(trainer: TrainerConfig, seed: int, metadata: Mapping[str, Any] | No
             f"{trainer.balanced_batches}) and per-source batch sizes {dict(sizes)} both say "
             "how many rows a step plays: set the rows per step in data.sources.<name>."
             "batch_size and leave trainer.batch_size=null, trainer.balanced_batches=false")
+    if settings.per_source and trainer.epochs is not None:
+        raise ConfigError(
+            f"trainer.epochs={trainer.epochs} with per-source batch sizes {dict(sizes)}: each "
+            "source passes over its rows at its own pace, so an epoch has no single length; "
+            "give trainer.steps instead (and trainer.epochs=null)")
     return settings
 
 

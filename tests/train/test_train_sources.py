@@ -203,10 +203,15 @@ def test_a_minibatch_sources_run_stopped_and_resumed_ends_like_an_uninterrupted_
     same_run(resumed, full)
 
 
-def test_per_source_batches_with_a_trainer_batch_size_are_refused(train_run, three_csvs):
+def test_per_source_batches_with_a_trainer_batch_size_or_epochs_are_refused(train_run,
+                                                                          three_csvs):
     with pytest.raises(ConfigError, match=r"trainer.batch_size=64.*data.sources"):
         train_run("both", *_run_args(three_csvs, {"d2": 32}, steps=5),
                   "trainer.batch_size=64", fast=False)
+    # an epoch is a pass over one source's rows: which one is not for us to guess
+    with pytest.raises(ConfigError, match=r"trainer.epochs=2.*trainer.steps"):
+        train_run("epochs", *_run_args(three_csvs, {"d2": 32}, steps=5),
+                  "trainer.epochs=2", fast=False)
 
 
 @pytest.mark.slow      # two scripts/train.py processes: ~80 s on a busy machine
