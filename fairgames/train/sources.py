@@ -56,6 +56,8 @@ ROWS_KEYS = ("part", "range", "split")
 PARTS = ("train", "validation", "test")
 DEFAULT_SPLIT = (0.6, 0.2, 0.2)
 TOP_KEYS = ("name", "protected", "seed", "sources")
+# the keys of a table source after the first labeled one (the rest are the shared encoding's)
+SHARED_TABLE_KEYS = ("path", "target", "protected", "split", "seed", "sep")
 
 
 def load_sources(data_cfg: Mapping[str, Any], seed: int,
@@ -171,11 +173,18 @@ def _shared_table(name: str, cfg: Mapping[str, Any], pre: TablePreprocessor, *,
                   labeled: bool) -> DatasetSplits:
     """A table source encoded with the reference's fitted preprocessing, split by its own
     ``split`` fractions (stratified by label x group, or by group when unlabeled)."""
-    accepted = set(inspect.signature(load_table).parameters) | {"name", "noise", "noise_seed"}
-    unknown = sorted(set(cfg) - accepted)
+    given = {k for k, v in cfg.items() if v is not None}
+    unknown = sorted(given - set(inspect.signature(load_table).parameters) - {"name"})
     if unknown:
         raise ConfigError(f"unknown key(s) {unknown}; a table source takes "
-                          f"{sorted(accepted - {'name'})} plus {list(OWN_KEYS)}")
+                          f"{list(SHARED_TABLE_KEYS)} plus {list(OWN_KEYS)}")
+    encoding = sorted(given - set(SHARED_TABLE_KEYS) - {"name"})
+    if encoding:    # the shared preprocessing decides them: a second value would be ignored
+        raise ConfigError(f"{encoding} are the encoding of the first labeled table source "
+                          f"(its preprocessing encodes every table): set them there only")
+    if cfg.get("target") not in (None, pre.target):
+        raise ConfigError(f"target={cfg['target']!r}, but the first labeled table source's "
+                          f"is {pre.target!r}: every table's label is that column")
     path = Path(str(cfg["path"]))
     frame = read_table(path, sep=cfg.get("sep"))
     _same_columns(name, frame, pre, labeled)

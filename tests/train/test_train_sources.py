@@ -113,6 +113,8 @@ def test_a_split_of_one_loader_makes_two_disjoint_sources():
     ({"d1": {"labeled": False}, "d2": {"labeled": False}},
      r"no labeled table source"),
     ({"d2": {"batch_size": 0}}, r"data.sources.d2.batch_size=0"),
+    ({"d3": {"categorical": ["job"]}}, r"data.sources.d3: \['categorical'\] are the encoding"),
+    ({"d2": {"target": "x1"}}, r"data.sources.d2: target='x1'"),
 ])
 def test_source_config_errors_name_the_source_and_the_remedy(three_csvs, change, message):
     with pytest.raises(ConfigError, match=message):
