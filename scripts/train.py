@@ -56,6 +56,7 @@ from fairgames.train.loop.parallel import hydra_args, leave, writes_outputs
 from fairgames.train.method import summary_lines
 from fairgames.train.results.early_stop import early_stop_line
 from fairgames.train.results.report import largest_violation
+from fairgames.train.results.sources import source_lines
 from fairgames.train.results.verdict import verdict_lines
 from fairgames.train.run_dir import RunDirError, refuse_shared_multirun
 from fairgames.train.run_dir import hydra_args as run_dir_args
@@ -126,6 +127,8 @@ def main(cfg: DictConfig) -> float | None:
             f"{resume_command(result.run_dir, result.engine.parallel_ranks)}")
         return sweeper_value(None)
     say(summary_line(result.run_dir, result.results))
+    for line in source_lines(result.results):    # data=sources: each source's test rates
+        say(line)
     stopped = early_stop_line(result.results)
     if stopped is not None:                  # trainer.early_stop ended the game: where, why
         say(stopped)

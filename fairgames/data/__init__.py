@@ -27,6 +27,7 @@ from .noise import (
     true_attribute,
 )
 from .sampler import MinibatchSampler
+from .sampler_sources import SourcesSampler
 from .several import combine_sources, combine_splits
 from .synthetic import make_synthetic
 from .table import from_frame, load_table
@@ -40,6 +41,7 @@ __all__ = [
     "DatasetSplits",
     "GroupNoiseEstimate",
     "MinibatchSampler",
+    "SourcesSampler",
     "TablePreprocessor",
     "TabularDataset",
     "available_datasets",

@@ -47,6 +47,7 @@ from .files import write_text
 
 SYNTHETIC_PROTECTED = "group"   # make_synthetic's only attribute
 OWN_TABLE = "table"             # data=table: the user's file (fairgames.data.load_table)
+SOURCES = "sources"             # data=sources: several data sets (fairgames.train.sources)
 CROSS = "*"                     # data.protected=race*sex: crossed groups (group_cross)
 PREPROCESS_FILE = "preprocess.json"
 
@@ -70,7 +71,7 @@ def apply_recipe(data_cfg: Mapping[str, Any], recipe: Mapping[str, Any] | None
         '000'
     """
     out = dict(data_cfg)
-    if out.get("name") == OWN_TABLE:
+    if out.get("name") in (OWN_TABLE, SOURCES):
         return out      # a recipe is a paper's protocol for its packaged data sets
     for key, value in (recipe or {}).items():
         if key not in out:
@@ -99,6 +100,10 @@ def load_splits(data_cfg: Mapping[str, Any], seed: int,
         >>> [len(split) for split in splits]
         [300, 100, 100]
     """
+    if data_cfg.get("name") == SOURCES:     # several data sets (paper 001): .sources
+        from .sources import load_sources
+
+        return load_sources(data_cfg, seed, required)
     cfg = dict(data_cfg)
     name = cfg.pop("name")
     protected = cfg.pop("protected")

@@ -150,6 +150,27 @@ def large_game_arguments(algorithm: AlgorithmConfig, rows: int,
     return {k: v for k, v in arguments.items() if k not in named}
 
 
+def _batches(trainer: TrainerConfig, seed: int, metadata: Mapping[str, Any] | None
+             ) -> BatchSettings:
+    """The engine's batches: ``trainer.batch_size``, or every source's own (``data=sources``
+    with a source's ``batch_size`` set; the trainer's batch size must then be unset)."""
+    sizes = (metadata or {}).get("source_batch_sizes")
+    settings = BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,
+                             seed=seed, sources=sizes)
+    if settings.per_source and (trainer.batch_size is not None or trainer.balanced_batches):
+        raise ConfigError(
+            f"trainer.batch_size={trainer.batch_size} (balanced_batches="
+            f"{trainer.balanced_batches}) and per-source batch sizes {dict(sizes)} both say "
+            "how many rows a step plays: set the rows per step in data.sources.<name>."
+            "batch_size and leave trainer.batch_size=null, trainer.balanced_batches=false")
+    if settings.per_source and trainer.epochs is not None:
+        raise ConfigError(
+            f"trainer.epochs={trainer.epochs} with per-source batch sizes {dict(sizes)}: each "
+            "source passes over its rows at its own pace, so an epoch has no single length; "
+            "give trainer.steps instead (and trainer.epochs=null)")
+    return settings
+
+
 def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
     """Players, logger, the engine's data (holdout rows recorded) and the engine, resumed
     from the checkpoint if any."""
@@ -173,8 +194,7 @@ def make_game(ctx: RunContext, helpers: Helpers, built: RunProblem) -> Game:
     steps = total_steps(trainer, len(data.train), ctx.default_steps)
     engine = Engine(
         model, copt, data, steps=steps, grad_clip=inputs.model.grad_clip,
-        batches=BatchSettings(size=trainer.batch_size, balanced=trainer.balanced_batches,
-                              seed=inputs.seed),
+        batches=_batches(trainer, inputs.seed, ctx.splits.metadata),
         logging=LogSettings(every=trainer.log_every, logger=logger, progress=trainer.progress
                             and (inputs.parallel is None or inputs.parallel.writes),
                             extra=_log_scalars(ctx, helpers, built, model)),

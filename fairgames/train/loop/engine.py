@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from fairgames.data import MinibatchSampler, TabularDataset
+from fairgames.data import MinibatchSampler, SourcesSampler, TabularDataset
 from fairgames.game import ConstrainedOptimizer, threshold_points
 from fairgames.game.solutions import SnapshotRecorder
 from fairgames.rates import Batch, EmptySubsetError
@@ -130,6 +130,12 @@ class Engine:
         self.full_batch = batch_size is None or batch_size >= len(train)
         self.sampler = None if self.full_batch else MinibatchSampler(
             train, batch_size, seed=batches.seed, balanced_by=balanced_by)
+        if batches.per_source:       # several data sets: each source's own batches
+            if not self.full_batch or balanced_by is not None:
+                raise ValueError("per-source batch sizes replace the batch size and balanced "
+                                 "batches: leave both unset")
+            self.full_batch = False
+            self.sampler = SourcesSampler(train, dict(batches.sources or {}), seed=batches.seed)
         self.heldout, self.heldout_baseline_scores = heldout, data.heldout_baseline_scores
         # Its own seed, so that the training minibatches do not depend on whether it is on.
         self.heldout_sampler = None if (heldout is None or self.full_batch
@@ -443,20 +449,28 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
-                  baseline_scores: torch.Tensor | None, sampler: MinibatchSampler | None
+                  baseline_scores: torch.Tensor | None,
+                  sampler: MinibatchSampler | SourcesSampler | None
                   ) -> dict[str, Any]:
     """The :class:`Batch` fields of ``ds``'s rows ``index`` (``None``: all of them)."""
     weights = None
     if index is None:
         labels, groups, base = ds.labels, ds.groups, baseline_scores
+        sources = ds.sources
         # row ids of the split for per-example adversaries (made once: full-batch fields are)
         index = torch.arange(len(ds), device=ds.labels.device)
     else:
         labels = ds.labels[index]
         groups = {a: g[index] for a, g in ds.groups.items()}
         base = baseline_scores[index] if baseline_scores is not None else None
-        if sampler is not None and sampler.balanced_by is not None:
+        sources = ds.sources[index] if ds.sources is not None else None
+        # balanced or per-source batches: re-weighted to the population (a gather, no sync)
+        if sampler is not None and (sampler.balanced_by is not None
+                                    or getattr(sampler, "weighted", False)):
             weights = sampler.importance_weights(index)
-    return {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
-            "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
-            "example_ids": index}
+    fields = {"labels": labels, "label_kind": ds.label_kind, "groups": groups,
+              "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
+              "example_ids": index}
+    if sources is not None:       # several data sets (paper 001): rates on one source
+        fields.update(sources=sources, source_names=ds.source_names)
+    return fields

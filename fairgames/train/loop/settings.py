@@ -58,7 +58,8 @@ class GameData:
 @dataclass(frozen=True)
 class BatchSettings:
     """Rows per step: ``size`` (``None``: the full batch), ``balanced`` (draw every group
-    equally, re-weighted to the population) and the ``seed`` of the minibatch order.
+    equally, re-weighted to the population) and the ``seed`` of the minibatch order;
+    ``sources``: every source's rows per step (several data sets, ``data=sources``).
 
     Example:
         >>> BatchSettings(size=64).balanced, BatchSettings().size
@@ -68,6 +69,14 @@ class BatchSettings:
     size: int | None = None
     balanced: bool = False
     seed: int = 0
+    # several data sets (paper 001): every source's rows per step (None: all of them);
+    # per-source batches (fairgames.data.SourcesSampler) when any is a number
+    sources: Mapping[str, int | None] | None = None
+
+    @property
+    def per_source(self) -> bool:
+        """Whether a source is minibatched (the batches are then every source's own)."""
+        return any(v is not None for v in (self.sources or {}).values())
 
 
 @dataclass(frozen=True)

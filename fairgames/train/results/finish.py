@@ -27,6 +27,7 @@ from .outputs import log_final, write_files
 from .recommend import recommend
 from .report import SCHEMA_VERSION, clean_numbers, environment, validate_results
 from .solutions import Selector, evaluate_solutions
+from .sources import source_metrics
 from .verdict import VERDICT_SOLUTION, run_verdict
 
 # the seconds these stages take, in RunResult.extras["stage_seconds"] (validate: the schema
@@ -74,6 +75,11 @@ def evaluate_run(ctx: RunContext, built: RunProblem, trained: Trained,
             out["verdict"] = {**out["verdict"], **clean_numbers(dict(judged))}
     if splits.metadata.get("crossed"):  # group_cross: cells kept, dropped, empty per split
         out["crossed_groups"] = splits.metadata["crossed"]
+    if splits.metadata.get("sources_record"):    # data=sources: each source as resolved
+        metrics = source_metrics(solutions["recommended"], splits,
+                                 decision=evaluator.decision, chunk=trainer.eval_chunk)
+        out["sources"] = clean_numbers({n: {**rec, "metrics": metrics.get(n, {})} for n, rec
+                                        in splits.metadata["sources_record"].items()})
     checked = time.perf_counter()
     validate_results(out)
     ctx.extras.setdefault("stage_seconds", {})["validate"] = time.perf_counter() - checked

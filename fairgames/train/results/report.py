@@ -249,6 +249,10 @@ def render_report(results: Mapping[str, Any], statements: Mapping[str, Any],
     if results.get("verdict"):
         out += verdict_section(results["verdict"])
     out += _solutions_section(results["training"], results["solutions"])
+    if results.get("sources"):      # data=sources: per-source rows and rates
+        from .sources import sources_section
+
+        out += sources_section(results["sources"])
     out += _game_section(results["training"])
     if plots:
         out += ["## Plots", ""]
