@@ -28,7 +28,7 @@ from .noise import (
 )
 from .sampler import MinibatchSampler
 from .sampler_sources import SourcesSampler
-from .several import combine_sources, combine_splits
+from .several import combine_sources, combine_splits, labeled_mask, labeled_part
 from .synthetic import make_synthetic
 from .table import from_frame, load_table
 from .table_preprocess import TablePreprocessor
@@ -47,6 +47,8 @@ __all__ = [
     "available_datasets",
     "combine_sources",
     "combine_splits",
+    "labeled_mask",
+    "labeled_part",
     "estimate_group_noise",
     "noisy_splits",
     "true_attribute",

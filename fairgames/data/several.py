@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import torch
 
@@ -107,3 +108,37 @@ def combine_splits(parts: Mapping[str, DatasetSplits], *, unlabeled: Iterable[st
     meta = {"name": "+".join(parts), "sources_metadata": {n: dict(s.metadata or {})
                                                           for n, s in parts.items()}}
     return DatasetSplits(**splits, metadata=meta)
+
+
+def labeled_part(ds: TabularDataset) -> TabularDataset:
+    """The rows of ``ds`` whose labels are real (outside its unlabeled sources), as one data
+    set (sources dropped: a model trained or scored on labels alone, such as an
+    unconstrained helper model); ``ds`` itself when every row is labeled.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> both = combine_sources({"d1": make_synthetic(n=10).train,
+        ...                         "d3": make_synthetic(n=10, seed=1).train}, unlabeled=["d3"])
+        >>> part = labeled_part(both)
+        >>> len(part), part.sources is None
+        (6, True)
+    """
+    if not ds.unlabeled:
+        return ds
+    return replace(ds.subset(labeled_mask(ds)), sources=None, source_names=None, unlabeled=(),
+                   validate=False)
+
+
+def labeled_mask(ds: TabularDataset) -> torch.Tensor:
+    """``[N]`` bool: the rows of ``ds`` outside its unlabeled sources.
+
+    Example:
+        >>> from fairgames.data import make_synthetic
+        >>> labeled_mask(make_synthetic(n=10).train).all().item()
+        True
+    """
+    if not ds.unlabeled:
+        return torch.ones(len(ds), dtype=torch.bool, device=ds.device)
+    names = ds.source_names or []
+    drop = torch.tensor([names.index(u) for u in ds.unlabeled], device=ds.device)
+    return ~torch.isin(ds.sources, drop)      # type: ignore[arg-type]

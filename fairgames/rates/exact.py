@@ -60,7 +60,7 @@ from .metrics import (
     rate,
     true_positive_rate,
 )
-from .subsets import Subset, everything, group
+from .subsets import Subset, everything, group, source
 
 Metric = Expression | Constraint | Subset
 
@@ -69,10 +69,12 @@ TARGET = Loss("target", lambda s, y: y)
 PREDICTION = Loss("prediction", lambda s, y: s)
 
 
-def classification_metrics(where: Subset | None = None) -> dict[str, Expression]:
+def classification_metrics(where: Subset | None = None, reference: Subset | None = None
+                           ) -> dict[str, Expression]:
     """A binary target's report columns on ``where``: base rate, positive prediction rate,
-    TPR, FPR, error, precision, F-measure, and KLD between the overall base rate and the
-    positive prediction rate on ``where`` (paper 000's Table 3 fairness metric).
+    TPR, FPR, error, precision, F-measure, and KLD between the base rate on ``reference``
+    (default: every example) and the positive prediction rate on ``where`` (paper 000's
+    Table 3 fairness metric).
 
     Example:
         >>> sorted(classification_metrics())[:3]
@@ -81,7 +83,7 @@ def classification_metrics(where: Subset | None = None) -> dict[str, Expression]
     return {"base_rate": label_rate(where), "positive_rate": positive_prediction_rate(where),
             "tpr": true_positive_rate(where), "fpr": false_positive_rate(where),
             "error": error_rate(where), "precision": precision(where),
-            "fmeasure": fmeasure(where), "kld": kld(where)}
+            "fmeasure": fmeasure(where), "kld": kld(where, reference)}
 
 
 def regression_metrics(where: Subset | None = None, *, means: bool = False
@@ -103,18 +105,33 @@ def regression_metrics(where: Subset | None = None, *, means: bool = False
     return out
 
 
-def summary_metrics(label_kind: str) -> dict[str, Expression]:
+def labeled_rows(unlabeled: Sequence[str] = ()) -> Subset:
+    """The rows whose labels a metric may read: every row, or those outside the unlabeled
+    sources (paper 001's unlabeled data sets hold placeholder labels).
+
+    Example:
+        >>> str(labeled_rows(["d3"]))
+        "~source('d3')"
+    """
+    where = everything()
+    for name in unlabeled:
+        where = where & ~source(name)
+    return where
+
+
+def summary_metrics(label_kind: str, unlabeled: Sequence[str] = ()) -> dict[str, Expression]:
     """A split's headline metrics: ``error`` for a binary target, ``mse`` and ``mae`` for a
-    real one.
+    real one — over the labeled rows (outside the ``unlabeled`` sources).
 
     Example:
         >>> sorted(summary_metrics("real"))
         ['mae', 'mse']
     """
+    where = labeled_rows(unlabeled)
     if label_kind == "binary":
-        return {"error": error_rate()}
+        return {"error": error_rate(where)}
     if label_kind == "real":
-        return regression_metrics()
+        return regression_metrics(where)
     raise RatesError(f"label_kind must be 'binary' or 'real', got {label_kind!r}")
 
 
@@ -317,17 +334,21 @@ class GroupTable:
         (0.5, 0.5, 0.5, None)
     """
 
-    def __init__(self, attribute: str, names: Sequence[str], label_kind: str) -> None:
+    def __init__(self, attribute: str, names: Sequence[str], label_kind: str,
+                 unlabeled: Sequence[str] = ()) -> None:
         if label_kind not in ("binary", "real"):
             raise RatesError(f"label_kind must be 'binary' or 'real', got {label_kind!r}")
         self.attribute, self.names, self.label_kind = attribute, list(names), label_kind
-        self.rows = [("overall", everything())] + [
-            (f"{attribute}={v}", group(attribute, v)) for v in self.names]
+        self.unlabeled = tuple(unlabeled)
+        # with unlabeled sources the table describes the labeled rows (its rates read labels)
+        base = labeled_rows(unlabeled)
+        self.rows = [("overall", base)] + [
+            (f"{attribute}={v}", base & group(attribute, v)) for v in self.names]
         self.metrics: dict[Hashable, Metric] = {}
         self._columns: list[str] = []
         for key, where in self.rows:
             self.metrics[(key, "count")] = where
-            columns = (classification_metrics(where) if label_kind == "binary"
+            columns = (classification_metrics(where, base) if label_kind == "binary"
                        else regression_metrics(where, means=True))
             self.metrics.update({(key, c): e for c, e in columns.items()})
             self._columns = list(columns)
@@ -348,13 +369,13 @@ class GroupTable:
 
     def evaluate(self, split: Batch | Iterable[Batch]) -> dict[str, dict[str, float | None]]:
         """The table on ``split`` (one batch or its chunks)."""
-        return self.table(_evaluator(self.attribute, tuple(self.names), self.label_kind)
-                          .evaluate(split))
+        return self.table(_evaluator(self.attribute, tuple(self.names), self.label_kind,
+                                     tuple(self.unlabeled)).evaluate(split))
 
 
 @functools.lru_cache(maxsize=64)
-def cached_group_table(attribute: str, names: tuple[str, ...], label_kind: str
-                       ) -> GroupTable:
+def cached_group_table(attribute: str, names: tuple[str, ...], label_kind: str,
+                       unlabeled: tuple[str, ...] = ()) -> GroupTable:
     """The :class:`GroupTable` of this layout, built once (ten expressions a group: with
     ~1 000 groups, building one takes about a second, and a run logs its table often).
 
@@ -363,11 +384,12 @@ def cached_group_table(attribute: str, names: tuple[str, ...], label_kind: str
         >>> t is cached_group_table("g", ("a", "b"), "binary")
         True
     """
-    return GroupTable(attribute, names, label_kind)
+    return GroupTable(attribute, names, label_kind, unlabeled)
 
 
 @functools.lru_cache(maxsize=64)
-def _evaluator(attribute: str, names: tuple[str, ...], label_kind: str) -> ExactEvaluator:
+def _evaluator(attribute: str, names: tuple[str, ...], label_kind: str,
+               unlabeled: tuple[str, ...] = ()) -> ExactEvaluator:
     """One evaluator per table layout: its compiled plans are reused by later calls."""
-    table = cached_group_table(attribute, names, label_kind)
+    table = cached_group_table(attribute, names, label_kind, unlabeled)
     return ExactEvaluator(table.metrics, optional=table.metrics)

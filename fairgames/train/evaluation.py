@@ -107,10 +107,12 @@ class SolutionEvaluator:
     def _view(self, ds: TabularDataset) -> tuple[ExactEvaluator, GroupTable, list[str]]:
         """The evaluator of one label kind and group layout (built once, plans cached)."""
         names = list(ds.group_names[self.protected])
-        key = (ds.label_kind, tuple(names))
+        key = (ds.label_kind, tuple(names), ds.unlabeled)
         if key not in self._views:
-            table = cached_group_table(self.protected, tuple(names), ds.label_kind)
-            summary = summary_metrics(ds.label_kind)
+            # the headline metrics and the table read labels: over the labeled rows alone
+            table = cached_group_table(self.protected, tuple(names), ds.label_kind,
+                                       ds.unlabeled)
+            summary = summary_metrics(ds.label_kind, ds.unlabeled)
             metrics: dict[Hashable, Any] = {("objective",): self.objective}
             metrics.update({("constraint", c.name): c for c in self.constraints})
             metrics.update({("summary", k): e for k, e in summary.items()})

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fairgames.data import TabularDataset
+from fairgames.data import TabularDataset, labeled_mask, labeled_part
 from fairgames.rates import Batch, threshold_rates
 from fairgames.rates.exact import cached_group_table
 
@@ -35,8 +35,11 @@ def group_table(ds: TabularDataset, positive: torch.Tensor, attribute: str
     """Per-group rates of predictions ``positive`` (``P(ŷ = 1)`` per row, in [0, 1]) on
     ``ds``, a split with a binary target.
 
-    Keys are ``"overall"`` and ``"<attribute>=<value>"``; see :func:`group_rates`.
+    Keys are ``"overall"`` and ``"<attribute>=<value>"``; see :func:`group_rates`. With
+    unlabeled sources, over the labeled rows.
     """
+    if ds.unlabeled:      # the rates read labels: the labeled rows alone
+        positive, ds = positive[labeled_mask(ds)], labeled_part(ds)
     return group_rates(ds.labels, ds.groups[attribute], ds.group_names[attribute], attribute,
                        positive)
 
@@ -86,7 +89,7 @@ def batch_group_table(batch: Batch, attribute: str, decision: float = 0.0
             batch = dataclasses.replace(batch, scores=None, mixture_weights=None,
                                         probabilities=p)
     return cached_group_table(attribute, tuple(batch.group_values[attribute]),
-                              batch.label_kind).evaluate(batch)
+                              batch.label_kind, tuple(batch.unlabeled_sources)).evaluate(batch)
 
 
 def parity_gaps(scores: torch.Tensor, codes: torch.Tensor, names: Sequence[str],

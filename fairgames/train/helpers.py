@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fairgames.data import TabularDataset
+from fairgames.data import TabularDataset, labeled_mask, labeled_part
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.game.solutions import StochasticModel, load_solution
 from fairgames.models import build_model
@@ -67,7 +67,9 @@ def train_unconstrained(model_factory: ModelFactory, optimizer_factory: Optimize
                         train: TabularDataset, protected: str, trainer: TrainerConfig,
                         seed: int, steps: int) -> torch.nn.Module:
     """An unconstrained model (hinge surrogate of the error rate), trained like the main one:
-    paper 000's UncError, used for ``unconstrained_<metric>`` and as a churn baseline."""
+    paper 000's UncError, used for ``unconstrained_<metric>`` and as a churn baseline; on the
+    labeled rows alone when some sources are unlabeled (paper 001)."""
+    train = labeled_part(train)
     model = model_factory()
     copt = ConstrainedOptimizer(Problem(error_rate()), optimizer_factory(model.parameters()),
                                 preset="lagrangian")
@@ -116,7 +118,10 @@ def _check_width(path: str, width: int, input_dim: int | None) -> None:
 
 def unconstrained_values(metrics: list[str], train: TabularDataset, protected: str,
                          scores: torch.Tensor) -> dict[str, float]:
-    """``{"unconstrained_<metric>": value}`` of a model's ``scores`` on the training split."""
+    """``{"unconstrained_<metric>": value}`` of a model's ``scores`` on the training split
+    (its labeled rows when some sources are unlabeled)."""
+    if train.unlabeled:
+        scores, train = scores[..., labeled_mask(train)], labeled_part(train)
     env = Environment(protected, train.group_names, {})
     exprs = {m: compile_expression(f"{m}()", env, f"unconstrained_{m}") for m in metrics}
     out = {}

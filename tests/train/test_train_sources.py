@@ -188,6 +188,15 @@ def test_three_sources_end_to_end_meet_a_rate_on_the_unlabeled_one(train_run, th
                 err = (p[rows] * (1 - y[rows]) + (1 - p[rows]) * y[rows]).mean()
                 assert got["error"] == pytest.approx(err, abs=1e-6)
                 assert got["base_rate"] == pytest.approx(y[rows].mean(), abs=1e-6)
+        # the headline error and the group table read labels: the labeled rows alone (d3's
+        # placeholder zeros would count as negatives)
+        labeled = src != 2
+        head = result.results["solutions"]["recommended"][part]
+        err = (p[labeled] * (1 - y[labeled]) + (1 - p[labeled]) * y[labeled]).mean()
+        assert head["error"] == pytest.approx(err, abs=1e-6)
+        overall = head["groups"]["overall"]
+        assert overall["count"] == labeled.sum()
+        assert overall["base_rate"] == pytest.approx(y[labeled].mean(), abs=1e-6)
     report = (result.run_dir / "report.md").read_text()
     assert "## Sources" in report and "| d3 |" in report
 

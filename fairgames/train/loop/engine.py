@@ -472,5 +472,6 @@ def _batch_fields(ds: TabularDataset, index: torch.Tensor | None,
               "group_values": ds.group_names, "baseline_scores": base, "weights": weights,
               "example_ids": index}
     if sources is not None:       # several data sets (paper 001): rates on one source
-        fields.update(sources=sources, source_names=ds.source_names)
+        fields.update(sources=sources, source_names=ds.source_names,
+                      unlabeled_sources=ds.unlabeled)
     return fields
