@@ -51,7 +51,10 @@ class BalancedFilter:
         proxy: ``"naive_regression"``, ``"naive_tree"`` (the same expected count of every
             predicted group), ``"qp_regression"`` or ``"qp_tree"`` (ρ by Algorithm 1), or
             ``"alpha_beta"``: the (α, β)-proxy, a tree of randomised splits learned by
-            Algorithms 3–4 (:mod:`.abtree`), its leaves the cells, ρ by Algorithm 1.
+            Algorithms 3–4 (:mod:`.abtree`), its leaves the cells, ρ by Algorithm 1; or
+            ``"relaxed"``: §5's relaxed (α, β)-proxy, the same tree grown against the cone
+            of the leaves' rows (Algorithm 1 without ``Σq = 1``) and ρ by that relaxation,
+            normalised (:func:`~fairgames.filtering.abtree.cone_projection`).
         eta: the interpolation η ∈ [0, 1] (A.1.1): the probability that the proxy's cell is
             re-assigned uniformly over its range; 1 removes the proxy (disclosivity 0).
         target: the kept distribution aimed at, one share per group in the sorted order of
@@ -60,8 +63,9 @@ class BalancedFilter:
         cells: ``"predicted"`` (the predicted group) or ``"leaves"`` (``qp_tree``'s leaves).
         relaxed: Algorithm 1 without ``Σq = 1`` (§5's relaxation, normalised).
         random_state: the seed of the tree and of the filter's draws.
-        alpha: ``alpha_beta`` only: every leaf's group shares lie within α of the base rates.
-        tree_options: ``alpha_beta`` only: the settings of
+        alpha: ``alpha_beta`` / ``relaxed`` only: every leaf's group shares lie within α of
+            the base rates.
+        tree_options: ``alpha_beta`` / ``relaxed`` only: the settings of
             :func:`~fairgames.filtering.abtree.fit_alpha_beta` (``gamma``, ``beta_stop``,
             ``max_height``, ``min_leaf``, ``T``, ``lambda_max``, ``eps``, ``lemma3``).
     """
@@ -104,11 +108,12 @@ class BalancedFilter:
         return self
 
     def _fit_proxy(self, x: np.ndarray, codes: np.ndarray) -> Proxy:
-        if self.proxy == "alpha_beta":  # the tree balances towards the filter's own target
+        if self.proxy in checks.TREES:  # the tree balances towards the filter's own target
             from .abtree import fit_alpha_beta
             options = checks.check_tree_options(self.tree_options)
             return fit_alpha_beta(x, codes, self.n_groups_, checks.check_alpha(self.alpha),
-                                  target=self.target_, **options)
+                                  target=self.target_, relaxed=self.proxy == "relaxed",
+                                  **options)
         model = "regression" if self.proxy.endswith("regression") else "tree"
         return fit_proxy(model, x, codes, self.n_groups_, seed=self.random_state,
                          cells=self.cells)
@@ -116,8 +121,10 @@ class BalancedFilter:
     def _solve(self) -> Sampling:
         if self.proxy.startswith("naive"):
             return equal_count_probabilities(self.posterior_, self.cell_mass_, self.target_)
+        # the relaxed (α, β)-proxy takes Algorithm 1's relaxation too (§5, normalised)
         return sampling_probabilities(self.posterior_, self.cell_mass_, self.target_,
-                                      min_acceptance=self.min_acceptance, relaxed=self.relaxed)
+                                      min_acceptance=self.min_acceptance,
+                                      relaxed=self.relaxed or self.proxy == "relaxed")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "sampling_"):

@@ -20,7 +20,9 @@ import numpy as np
 
 from .errors import FilterError
 
-PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree", "alpha_beta")
+PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree", "alpha_beta",
+           "relaxed")
+TREES = ("alpha_beta", "relaxed")  # the (α, β)-proxies of Algorithms 3–4
 
 
 def check_eta(eta: float) -> float:
@@ -64,10 +66,10 @@ def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
     if cells not in ("predicted", "leaves"):
         raise FilterError(f"unknown cells {cells!r}: choose 'predicted' (the predicted group) "
                           "or 'leaves' (a tree's leaves, with proxy='qp_tree')")
-    if cells == "leaves" and proxy not in ("qp_tree", "alpha_beta"):
+    if cells == "leaves" and proxy not in ("qp_tree", *TREES):
         raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}; the cells "
-                          "of 'alpha_beta' are always its leaves): the naive proxies sample "
-                          "per predicted group, a regression has no leaves")
+                          "of 'alpha_beta' and 'relaxed' are always their leaves): the naive "
+                          "proxies sample per predicted group, a regression has no leaves")
     if min_acceptance is not None and proxy.startswith("naive"):
         raise FilterError(f"min_acceptance applies to the QP proxies (got proxy={proxy!r}): "
                           "a naive proxy's acceptance rate is fixed by its cell masses; use "
