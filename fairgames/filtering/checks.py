@@ -45,7 +45,7 @@ def check_alpha(alpha: float) -> float:
 
 
 TREE_OPTIONS = ("gamma", "beta_stop", "max_height", "min_leaf", "T", "lambda_max", "eps",
-                "lemma3")
+                "lemma3", "relaxed_tests")
 
 
 def check_tree_options(options: Any) -> dict[str, Any]:
@@ -74,6 +74,16 @@ def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
         raise FilterError(f"min_acceptance applies to the QP proxies (got proxy={proxy!r}): "
                           "a naive proxy's acceptance rate is fixed by its cell masses; use "
                           "'qp_regression' or 'qp_tree', or drop min_acceptance")
+
+
+def check_intersecting_proxy(proxy: str) -> None:
+    """Intersecting groups (A.2) need ρ from Algorithm 1: the naive rule samples the same
+    count of every predicted group, which balances no marginal."""
+    if proxy.startswith("naive"):
+        raise FilterError(f"proxy {proxy!r} cannot balance intersecting groups (z with several "
+                          "attributes): its equal count per predicted group balances no "
+                          "attribute's marginal; use 'qp_regression', 'qp_tree', "
+                          "'alpha_beta' or 'relaxed'")
 
 
 def check_features(X: Any, names: Sequence[str] | None

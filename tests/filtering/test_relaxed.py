@@ -125,3 +125,14 @@ def test_relaxed_from_the_command_line_options():
     run = fit_filter(cfg)
     assert run.filter.proxy == "relaxed" and run.filter.proxy_.relaxed
     assert run.reports["train"]["disclosivity"] <= 0.3 + 1e-9
+
+
+def test_relaxed_judged_by_the_hull_distance(sample):
+    """``relaxed_tests=False``: U′ from the cone in the costs, progress and stopping by the
+    hull distance — the recorded distances are hull distances (SLSQP), shrinking by 1 − γ."""
+    X, z = sample
+    p = fit_alpha_beta(X, z, 3, 0.6, relaxed=True, relaxed_tests=False, **FAST)
+    d = np.array(p.distances)
+    assert len(p.splits) >= 1 and np.all(d[1:] <= 0.9 * d[:-1] + 1e-12)
+    A, _ = posterior_table(p.memberships(X), z, 3)
+    assert np.isclose(d[-1], slsqp_hull_distance(A, np.full(3, 1 / 3)), atol=1e-6)
