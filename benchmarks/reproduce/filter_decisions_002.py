@@ -131,6 +131,11 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def summary_of(result: dict[str, Any], path: Path) -> str:
+    """The report of the committed JSON (``path``: unused)."""
+    return markdown(result)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from fairgames.filtering.data import load_filter_data
 

@@ -53,3 +53,13 @@ def test_a_run_stores_cells_and_resumes(patched, tmp_path, monkeypatch):
     again = rep.run(["adult"], ["relaxed", "alpha_beta", "qp_tree"], seeds, alphas, 20,
                     tmp_path)
     assert again["goals"] == result["goals"]
+
+
+@pytest.mark.parametrize("stem", ["reproduce_002_tree", "filter_decisions_002"])
+def test_the_committed_reports_regenerate_from_their_json(stem):
+    from pathlib import Path
+
+    from benchmarks.harness.report import summary_for
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / f"{stem}.json"
+    assert summary_for(path) == path.with_suffix(".md").read_text()
