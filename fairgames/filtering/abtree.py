@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.optimize import nnls
 
 from .alpha_beta import (
     DEFAULT_LAMBDA_MAX,
@@ -50,8 +51,9 @@ from .alpha_beta import (
     paired_regression,
     standardise,
 )
+from .intersect import members
 from .metrics import posterior_table
-from .qp import sampling_probabilities
+from .qp import sampling_for_total
 
 MIN_LEAF = 50.0  # a child's least mass Σw (rows), as the baseline tree's min_samples_leaf
 
@@ -87,6 +89,7 @@ class AlphaBetaProxy:
     paths: tuple[str, ...]
     splits: tuple[tuple[str, Split], ...]
     distances: tuple[float, ...] = field(default=())
+    relaxed: bool = False
 
     @property
     def n_cells(self) -> int:
@@ -110,21 +113,40 @@ class AlphaBetaProxy:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "alpha_beta", "n_cells": self.n_cells, "paths": list(self.paths),
                 "splits": [{"leaf": p, **s.to_dict()} for p, s in self.splits],
-                "distances": list(self.distances)}
+                "distances": list(self.distances), "relaxed": self.relaxed}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AlphaBetaProxy:
         return cls(tuple(d["paths"]), tuple((s["leaf"], Split.from_dict(s))
                                             for s in d["splits"]),
-                   tuple(float(x) for x in d.get("distances", ())))
+                   tuple(float(x) for x in d.get("distances", ())),
+                   bool(d.get("relaxed", False)))
 
 
-def _hull(W: np.ndarray, z: np.ndarray, K: int, target: np.ndarray
+def _hull(W: np.ndarray, z: np.ndarray, K: int, target: np.ndarray, relaxed: bool = False
           ) -> tuple[np.ndarray, float]:
-    """``U′``, the hull point of the leaves' rows nearest the target, and its distance."""
+    """``U′``, the hull point of the leaves' rows nearest the target, and its distance; with
+    ``relaxed`` the point of the rows' CONE nearest it (:func:`cone_projection`, §5)."""
     A, mass = posterior_table(W, z, K)
-    s = sampling_probabilities(A, mass, target)
+    if relaxed:
+        return cone_projection(A[mass > 0], target)
+    s = sampling_for_total(A, mass, target)
     return s.distribution, s.distance
+
+
+def cone_projection(A: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, float]:
+    """The relaxed variant's ``U′`` (paper 002 §5: Algorithm 1 without ``Σq = 1``): ``qA`` for
+    ``q = argmin_{q ≥ 0} ‖qA − U‖₂`` (NNLS), a point of the cone of the rows, generally off
+    the simplex, and its distance ``‖U − U′‖``. For a uniform ``U`` it is the hull projection
+    scaled, and the distance is ``d_hull / √(1 + K d_hull²)`` (notes §2.9).
+
+    >>> p, d = cone_projection(np.array([[1.0, 0.0]]), np.array([0.5, 0.5]))
+    >>> p.tolist(), round(d, 4)
+    ([0.5, 0.0], 0.5)
+    """
+    q = nnls(np.asarray(A, dtype=np.float64).T, np.asarray(target, dtype=np.float64))[0]
+    point = q @ A
+    return point, float(np.linalg.norm(point - target))
 
 
 @dataclass
@@ -142,9 +164,11 @@ class _Grow:
     lambda_max: float
     eps: float
     lemma3: bool
+    relaxed: bool = False
+    judge_relaxed: bool = False  # progress and stop tests on the relaxed distance
 
     def __post_init__(self) -> None:
-        self.onehot = np.eye(self.K)[self.z]
+        self.onehot = members(self.z, self.K)  # one-hot, or multi-hot (A.2)
         self.r = self.onehot.mean(0)  # the global base rates (A.4)
         self.scaling = standardise(self.X)
         self.oracle = paired_regression((self.X - self.scaling[0]) / self.scaling[1])
@@ -166,7 +190,7 @@ class _Grow:
             return None
         W_new = np.concatenate([W[:, :i], (w * h)[:, None], (w * (1 - h))[:, None],
                                 W[:, i + 1:]], axis=1)
-        d_new = _hull(W_new, self.z, self.K, self.target)[1]
+        d_new = _hull(W_new, self.z, self.K, self.target, self.judge_relaxed)[1]
         return (d_new, split, W_new) if d_new <= (1 - self.gamma) * d_old else None
 
 
@@ -174,21 +198,36 @@ def fit_alpha_beta(X: np.ndarray, z: np.ndarray, n_groups: int, alpha: float, *,
                    target: np.ndarray | None = None, gamma: float = 0.1,
                    beta_stop: float = 0.1, max_height: int = 20, min_leaf: float = MIN_LEAF,
                    T: int = DEFAULT_T, lambda_max: float = DEFAULT_LAMBDA_MAX,
-                   eps: float = 0.02, lemma3: bool = False) -> AlphaBetaProxy:
-    """Algorithm 4 on features ``X`` and group codes ``z`` (0..K−1): the (α, β)-proxy.
+                   eps: float = 0.02, lemma3: bool = False,
+                   relaxed: bool = False, relaxed_tests: bool = True) -> AlphaBetaProxy:
+    """Algorithm 4 on features ``X`` and group codes ``z`` (0..K−1), or a multi-hot matrix
+    ``z`` (n × K, intersecting groups, A.2: give ``target=U_intersect``): the (α, β)-proxy.
 
     ``lemma3=True`` gives Algorithm 3 Lemma 4's objective with its ``f(γ)`` term (the split
     game then looks for a split meeting Lemma 3's sufficient condition (1)); the default drops
     that term (``Q = c̄_V``: the most mass-weighted progress towards U) and judges progress by
     the hull distance alone, as the paper's Remark does — on the tests' synthetic data the
-    ``f(γ)`` objective's only α-feasible optimum was ``h ≡ 0`` (no split at α ≤ 0.6)."""
+    ``f(γ)`` objective's only α-feasible optimum was ``h ≡ 0`` (no split at α ≤ 0.6).
+
+    ``relaxed=True`` is §5's relaxed (α, β)-proxy: ``U′`` and the distance ``‖U − U′‖`` come
+    from the CONE of the leaves' rows (:func:`cone_projection`, Algorithm 1 without
+    ``Σq = 1``) wherever the tree uses them — Lemma 4's costs ``c_j = U′_{z_j} − U_{z_j}``,
+    the ``1 − γ`` progress test and the ``beta_stop`` test — so ``distances`` are relaxed
+    distances. The filter's ρ is then the normalised NNLS solution; its imbalance is measured
+    on the normalised kept distribution, as for every proxy. ``relaxed_tests=False`` keeps the
+    cone's ``U′`` in the costs but judges progress and stopping by the hull distance (the
+    kept distribution's imbalance; ``distances`` are then hull distances): for a uniform
+    target the relaxed distance ``d/√(1 + K d²)`` shrinks by less than the hull's, so the
+    relaxed ``1 − γ`` test is the harder one (docs/filtering.md, measured on Adult)."""
     X = np.asarray(X, dtype=np.float64)
     U = np.full(n_groups, 1.0 / n_groups) if target is None else np.asarray(target, float)
     g = _Grow(X, np.asarray(z), n_groups, U, float(alpha), gamma, min_leaf, T, lambda_max,
-              eps, lemma3)
+              eps, lemma3, relaxed, relaxed and relaxed_tests)
     W, paths, splits, dists = np.ones((len(X), 1)), [""], [], []
     while True:
-        closest, d_old = _hull(W, g.z, n_groups, U)
+        closest, d_old = _hull(W, g.z, n_groups, U, relaxed)
+        if relaxed and not relaxed_tests:
+            d_old = _hull(W, g.z, n_groups, U)[1]
         dists.append(d_old)
         if d_old <= beta_stop:
             break
@@ -204,4 +243,4 @@ def fit_alpha_beta(X: np.ndarray, z: np.ndarray, n_groups: int, alpha: float, *,
         (_, split, W), i = best
         splits.append((paths[i], split))
         paths[i:i + 1] = [paths[i] + "0", paths[i] + "1"]
-    return AlphaBetaProxy(tuple(paths), tuple(splits), tuple(dists))
+    return AlphaBetaProxy(tuple(paths), tuple(splits), tuple(dists), relaxed)

@@ -39,8 +39,9 @@ import numpy as np
 
 from . import checks, metrics, store
 from .errors import FilterError
+from .intersect import Intersecting, as_table, is_intersecting
 from .proxies import Proxy, fit_proxy, proxy_memberships
-from .qp import Sampling, check_distribution, equal_count_probabilities, sampling_probabilities
+from .qp import Sampling, check_distribution, equal_count_probabilities, sampling_for_total
 from .sampler import Stream, keep_indices
 
 
@@ -51,7 +52,10 @@ class BalancedFilter:
         proxy: ``"naive_regression"``, ``"naive_tree"`` (the same expected count of every
             predicted group), ``"qp_regression"`` or ``"qp_tree"`` (ρ by Algorithm 1), or
             ``"alpha_beta"``: the (α, β)-proxy, a tree of randomised splits learned by
-            Algorithms 3–4 (:mod:`.abtree`), its leaves the cells, ρ by Algorithm 1.
+            Algorithms 3–4 (:mod:`.abtree`), its leaves the cells, ρ by Algorithm 1; or
+            ``"relaxed"``: §5's relaxed (α, β)-proxy, the same tree grown against the cone
+            of the leaves' rows (Algorithm 1 without ``Σq = 1``) and ρ by that relaxation,
+            normalised (:func:`~fairgames.filtering.abtree.cone_projection`).
         eta: the interpolation η ∈ [0, 1] (A.1.1): the probability that the proxy's cell is
             re-assigned uniformly over its range; 1 removes the proxy (disclosivity 0).
         target: the kept distribution aimed at, one share per group in the sorted order of
@@ -60,8 +64,9 @@ class BalancedFilter:
         cells: ``"predicted"`` (the predicted group) or ``"leaves"`` (``qp_tree``'s leaves).
         relaxed: Algorithm 1 without ``Σq = 1`` (§5's relaxation, normalised).
         random_state: the seed of the tree and of the filter's draws.
-        alpha: ``alpha_beta`` only: every leaf's group shares lie within α of the base rates.
-        tree_options: ``alpha_beta`` only: the settings of
+        alpha: ``alpha_beta`` / ``relaxed`` only: every leaf's group shares lie within α of
+            the base rates.
+        tree_options: ``alpha_beta`` / ``relaxed`` only: the settings of
             :func:`~fairgames.filtering.abtree.fit_alpha_beta` (``gamma``, ``beta_stop``,
             ``max_height``, ``min_leaf``, ``T``, ``lambda_max``, ``eps``, ``lemma3``).
     """
@@ -92,32 +97,64 @@ class BalancedFilter:
         eta = checks.check_eta(self.eta)
         checks.check_proxy(self.proxy, self.cells, self.min_acceptance)
         x, names = checks.check_features(X, feature_names)
-        groups, codes = checks.check_groups(z, len(x))
-        self.target_ = check_distribution(self.target, len(groups))
+        self.intersect_: Intersecting | None = None
+        if is_intersecting(z):   # several attributes: Appendix A.2
+            checks.check_intersecting_proxy(self.proxy)
+            table, attributes = as_table(z)
+            self.intersect_ = Intersecting.fit(table, attributes, len(x))
+            groups, codes = np.asarray(self.intersect_.names), self.intersect_.members(table)
+            self.target_ = self._intersect_target()
+        else:
+            groups, codes = checks.check_groups(z, len(x))
+            self.target_ = check_distribution(self.target, len(groups))
         self.groups_, self.n_groups_ = groups, len(groups)
         self.feature_names_in_, self.n_features_in_ = names, x.shape[1]
-        self.proxy_: Proxy = self._fit_proxy(x, codes)
+        self.proxy_: Proxy = self._fit_proxy(x, codes, z)
         W = proxy_memberships(self.proxy_, x, eta)
         self.posterior_, self.cell_mass_ = metrics.posterior_table(W, codes, len(groups))
         self.prior_ = metrics.group_shares(codes, len(groups))
         self.sampling_: Sampling = self._solve()
         return self
 
-    def _fit_proxy(self, x: np.ndarray, codes: np.ndarray) -> Proxy:
-        if self.proxy == "alpha_beta":  # the tree balances towards the filter's own target
+    def _intersect_target(self) -> np.ndarray:
+        """``U_intersect`` (A.2), or the given target: one distribution per attribute block."""
+        g = self.intersect_
+        assert g is not None
+        if self.target is None:
+            return g.target()
+        u = np.asarray(self.target, dtype=np.float64).reshape(-1)
+        blocks = np.split(u, np.cumsum(g.sizes)[:-1]) if u.size == sum(g.sizes) else []
+        if not blocks or any(not np.isclose(b.sum(), 1.0) or (b < 0).any() for b in blocks):
+            raise FilterError(f"with intersecting groups the target is one distribution per "
+                              f"attribute, {sum(g.sizes)} shares in blocks of {g.sizes} each "
+                              f"summing to 1 (got {u.tolist()}): give the marginal shares in "
+                              f"the order {g.names}, or None for U_intersect")
+        return u
+
+    def _fit_proxy(self, x: np.ndarray, codes: np.ndarray, z: Any) -> Proxy:
+        if self.proxy in checks.TREES:  # the tree balances towards the filter's own target
             from .abtree import fit_alpha_beta
             options = checks.check_tree_options(self.tree_options)
             return fit_alpha_beta(x, codes, self.n_groups_, checks.check_alpha(self.alpha),
-                                  target=self.target_, **options)
+                                  target=self.target_, relaxed=self.proxy == "relaxed",
+                                  **options)
         model = "regression" if self.proxy.endswith("regression") else "tree"
+        if self.intersect_ is not None:  # a baseline predicts the joint group (A.2)
+            joint = self.intersect_.joint(as_table(z)[0])
+            present, joint = np.unique(joint, return_inverse=True)
+            return fit_proxy(model, x, joint, len(present), seed=self.random_state,
+                             cells=self.cells)
         return fit_proxy(model, x, codes, self.n_groups_, seed=self.random_state,
                          cells=self.cells)
 
     def _solve(self) -> Sampling:
         if self.proxy.startswith("naive"):
             return equal_count_probabilities(self.posterior_, self.cell_mass_, self.target_)
-        return sampling_probabilities(self.posterior_, self.cell_mass_, self.target_,
-                                      min_acceptance=self.min_acceptance, relaxed=self.relaxed)
+        # the relaxed (α, β)-proxy takes Algorithm 1's relaxation too (§5, normalised);
+        # with intersecting groups U_intersect sums to G, not 1 (A.2)
+        return sampling_for_total(self.posterior_, self.cell_mass_, self.target_,
+                                  min_acceptance=self.min_acceptance,
+                                  relaxed=self.relaxed or self.proxy == "relaxed")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "sampling_"):
@@ -155,7 +192,14 @@ class BalancedFilter:
         """The metrics on a sample with known z: see :func:`.report.filter_report`."""
         from .report import filter_report
         x = self._matrix(X)
-        codes = checks.codes_of(z, self.groups_, len(x))
+        if self.intersect_ is not None:
+            table = as_table(z)[0]
+            if len(table) != len(x):
+                raise FilterError(f"X has {len(x)} rows but z has {len(table)}: give one row "
+                                  "of the protected attributes per row of X")
+            codes = self.intersect_.members(table)
+        else:
+            codes = checks.codes_of(z, self.groups_, len(x))
         return filter_report(self, x, codes, self.filter(x, seed=seed), seed)
 
     def save(self, path: str | Path) -> None:

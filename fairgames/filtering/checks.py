@@ -20,7 +20,9 @@ import numpy as np
 
 from .errors import FilterError
 
-PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree", "alpha_beta")
+PROXIES = ("naive_regression", "naive_tree", "qp_regression", "qp_tree", "alpha_beta",
+           "relaxed")
+TREES = ("alpha_beta", "relaxed")  # the (α, β)-proxies of Algorithms 3–4
 
 
 def check_eta(eta: float) -> float:
@@ -43,7 +45,7 @@ def check_alpha(alpha: float) -> float:
 
 
 TREE_OPTIONS = ("gamma", "beta_stop", "max_height", "min_leaf", "T", "lambda_max", "eps",
-                "lemma3")
+                "lemma3", "relaxed_tests")
 
 
 def check_tree_options(options: Any) -> dict[str, Any]:
@@ -64,14 +66,24 @@ def check_proxy(proxy: str, cells: str, min_acceptance: float | None) -> None:
     if cells not in ("predicted", "leaves"):
         raise FilterError(f"unknown cells {cells!r}: choose 'predicted' (the predicted group) "
                           "or 'leaves' (a tree's leaves, with proxy='qp_tree')")
-    if cells == "leaves" and proxy not in ("qp_tree", "alpha_beta"):
+    if cells == "leaves" and proxy not in ("qp_tree", *TREES):
         raise FilterError(f"cells='leaves' needs proxy='qp_tree' (got {proxy!r}; the cells "
-                          "of 'alpha_beta' are always its leaves): the naive proxies sample "
-                          "per predicted group, a regression has no leaves")
+                          "of 'alpha_beta' and 'relaxed' are always their leaves): the naive "
+                          "proxies sample per predicted group, a regression has no leaves")
     if min_acceptance is not None and proxy.startswith("naive"):
         raise FilterError(f"min_acceptance applies to the QP proxies (got proxy={proxy!r}): "
                           "a naive proxy's acceptance rate is fixed by its cell masses; use "
                           "'qp_regression' or 'qp_tree', or drop min_acceptance")
+
+
+def check_intersecting_proxy(proxy: str) -> None:
+    """Intersecting groups (A.2) need ρ from Algorithm 1: the naive rule samples the same
+    count of every predicted group, which balances no marginal."""
+    if proxy.startswith("naive"):
+        raise FilterError(f"proxy {proxy!r} cannot balance intersecting groups (z with several "
+                          "attributes): its equal count per predicted group balances no "
+                          "attribute's marginal; use 'qp_regression', 'qp_tree', "
+                          "'alpha_beta' or 'relaxed'")
 
 
 def check_features(X: Any, names: Sequence[str] | None

@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from .intersect import members
+
 
 def posterior_table(W: np.ndarray, z: np.ndarray, n_groups: int
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """``(A, r̂)``; a row of zero mass is left at zeros (Algorithm 1 drops it)."""
-    onehot = np.eye(n_groups)[z]
+    """``(A, r̂)``; a row of zero mass is left at zeros (Algorithm 1 drops it). ``z``: group
+    codes, or a multi-hot membership matrix (intersecting groups, A.2: A holds marginals)."""
+    onehot = members(z, n_groups)
     mass = W.sum(0)
     A = np.divide(W.T @ onehot, mass[:, None], out=np.zeros((W.shape[1], n_groups)),
                   where=mass[:, None] > 0)
     return A, mass / mass.sum()
+
+
+def group_counts(z: np.ndarray, n_groups: int) -> np.ndarray:
+    """The rows of each group (codes, or a multi-hot matrix's column sums)."""
+    if np.ndim(z) == 2:
+        return np.asarray(z).sum(0).astype(np.int64)
+    return np.bincount(z, minlength=n_groups)
 
 
 def disclosivity(A: np.ndarray, prior: np.ndarray, mass: np.ndarray) -> float:
@@ -44,6 +54,10 @@ def imbalance(p: np.ndarray, target: np.ndarray) -> float:
 
 
 def group_shares(z: np.ndarray, n_groups: int, weights: np.ndarray | None = None) -> np.ndarray:
-    """The (weighted) distribution of ``z`` over its ``n_groups`` codes."""
+    """The (weighted) distribution of ``z`` over its ``n_groups`` codes; for a multi-hot
+    matrix ``z`` (intersecting groups), every group's weighted marginal share (Def 16)."""
+    if np.ndim(z) == 2:
+        w = np.ones(len(z)) if weights is None else np.asarray(weights, dtype=np.float64)
+        return w @ z / w.sum() if w.sum() > 0 else np.zeros(n_groups)
     c = np.bincount(z, weights=weights, minlength=n_groups).astype(np.float64)
     return c / c.sum() if c.sum() > 0 else c

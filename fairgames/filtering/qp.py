@@ -39,7 +39,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linprog, lsq_linear, nnls
@@ -172,6 +173,28 @@ def sampling_probabilities(A: np.ndarray, rhat: np.ndarray, target: np.ndarray |
         if min_acceptance is not None:
             qk = _honour_floor(qk, rk, min_acceptance)
     return _result(A, rhat, keep, qk, u, method)
+
+
+def sampling_for_total(A: np.ndarray, rhat: np.ndarray, target: np.ndarray,
+                       **options: Any) -> Sampling:
+    """Algorithm 1 for a target of any total ``s`` (intersecting groups, paper 002 A.2:
+    ``U_intersect`` and every row of A sum to the number of attributes G): solved on ``A/s``
+    and ``U/s`` (a distribution; the same minimiser ``q``, the hull scaled by ``1/s``), then
+    the kept distribution and the distance scaled back. ``s = 1``: Algorithm 1 unchanged.
+    ``options``: :func:`sampling_probabilities`'s.
+
+    >>> A = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]])   # two attributes
+    >>> s = sampling_for_total(A, np.array([0.8, 0.2]), np.full(4, 0.5))
+    >>> np.round(s.distribution, 6).tolist(), round(s.acceptance, 4)
+    ([0.5, 0.5, 0.5, 0.5], 0.4)
+    """
+    total = float(np.sum(target))
+    if total == 1.0:
+        return sampling_probabilities(A, rhat, target, **options)
+    s = sampling_probabilities(np.asarray(A) / total, rhat, np.asarray(target) / total,
+                               **options)
+    return replace(s, distribution=s.distribution * total, distance=s.distance * total,
+                   exact=bool(np.abs(s.distribution * total - target).max() <= 1e-8))
 
 
 def _honour_floor(q: np.ndarray, rhat: np.ndarray, floor: float) -> np.ndarray:

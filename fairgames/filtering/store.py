@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FilterError
+from .intersect import Intersecting
 from .proxies import proxy_from_dict
 from .qp import Sampling
 
@@ -49,6 +50,7 @@ def to_dict(f: Any) -> dict[str, Any]:
         "n_features": f.n_features_in_, "proxy": f.proxy_.to_dict(),
         "posterior": f.posterior_.tolist(), "cell_mass": f.cell_mass_.tolist(),
         "prior": f.prior_.tolist(),
+        "intersect": None if getattr(f, "intersect_", None) is None else f.intersect_.to_dict(),
         "sampling": {"rho": s.rho.tolist(), "q": s.q.tolist(), "acceptance": s.acceptance,
                      "distribution": s.distribution.tolist(), "distance": s.distance,
                      "exact": s.exact, "dropped": list(s.dropped), "method": s.method},
@@ -86,6 +88,7 @@ def load(cls: type, path: Path) -> Any:
     f.n_groups_, f.target_ = len(f.groups_), np.asarray(d["params"]["target"], dtype=float)
     f.feature_names_in_, f.n_features_in_ = d["feature_names"], int(d["n_features"])
     f.proxy_ = proxy_from_dict(d["proxy"])
+    f.intersect_ = None if d.get("intersect") is None else Intersecting.from_dict(d["intersect"])
     f.posterior_, f.cell_mass_, f.prior_ = (np.asarray(d[k], dtype=np.float64)
                                             for k in ("posterior", "cell_mass", "prior"))
     s = d["sampling"]
