@@ -65,3 +65,32 @@ def test_the_80_percent_rule_is_the_default_kappa():
     assert (spec.tolerance, spec.tolerance_kind) == (0.8, "ratio")
     assert spec.constraints["ratio"] == ("ppr(group=protected_group) >= tolerance * "
                                          "ppr(not_group=protected_group)")
+
+
+def test_egregious_on_a_source_constrains_that_source_only():
+    """The documented override: the constraints on a source of a data set of several sources
+    (`tpr(source='egregious')`), evaluated as a run reports them, against numpy on that
+    source's rows alone. (Training on several sources is the sources issue's other part.)"""
+    from dataclasses import replace
+
+    from fairgames.data import combine_splits, make_synthetic
+    from fairgames.train.evaluation import SolutionEvaluator
+
+    main, bad = make_synthetic(n=1500, d=4, seed=0), make_synthetic(n=300, d=4, seed=1)
+    train = combine_splits({"main": main, "egregious": bad}).train
+    spec = replace(load_problem("egregious"), tolerance=0.8,
+                   constraints={"positives": "tpr(source='egregious') >= tolerance",
+                                "negatives": "tnr(source='egregious') >= tolerance"})
+    built = spec.build("group", train.group_names, group_counts=train.group_counts("group"))
+    scores = torch.randn(len(train), generator=torch.Generator().manual_seed(0))
+    got = SolutionEvaluator(built.objective, built.constraints, "group").evaluate(
+        train, scores)["constraints"]
+    pred = (scores > 0).numpy()
+    mask = train.sources.numpy() == train.source_names.index("egregious")
+    y = train.labels.numpy()
+    assert got["positives"]["value"] == pytest.approx(0.8 - pred[mask & (y == 1)].mean(),
+                                                      abs=1e-6)
+    assert got["negatives"]["value"] == pytest.approx(0.8 - (1 - pred[mask & (y == 0)]).mean(),
+                                                      abs=1e-6)
+    # not the whole data's rates: the source is what is constrained
+    assert got["positives"]["value"] != pytest.approx(0.8 - pred[y == 1].mean(), abs=1e-6)
