@@ -92,3 +92,21 @@ def test_the_same_columns_in_the_same_order_are_accepted(deployed, compose_cfg, 
     res = run(cfg, run_dir=tmp_path / "run")
     assert res.results["training"]["baseline"]["source"] == str(deployed / "base")
     assert torch.is_tensor(res.extras["baseline_model"](torch.zeros(1, 3)))
+
+
+def test_load_run_data_splits_refuses_a_table_whose_columns_moved(compose_cfg, tmp_path):
+    """Where load_run meets data again (LoadedRun.data_splits): the run's table file rewritten
+    with its columns in another order re-encodes the features in that order, which the run's
+    models would read with the wrong weights."""
+    from fairgames.train.deploy.load import load_run
+
+    path = tmp_path / "t.csv"
+    _table().to_csv(path, index=False)
+    run(compose_cfg("data=table", f"data.path={path}", "data.target=y", "data.protected=sex",
+                    "problem=error", *SHORT), run_dir=tmp_path / "run")
+    loaded = load_run(tmp_path / "run")
+    assert loaded.data_splits().train.feature_names == loaded.record["features"]
+    _table()[["score", "hours", "age", "sex", "y"]].to_csv(path, index=False)
+    with pytest.raises(DataError, match=r"in .*run was trained on the same 3 feature columns "
+                                        r"in another order"):
+        loaded.data_splits()
