@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fairgames.data import TabularDataset, labeled_mask, labeled_part
+from fairgames.data import DataError, TabularDataset, labeled_mask, labeled_part
 from fairgames.game import ConstrainedOptimizer, Problem
 from fairgames.game.solutions import StochasticModel, load_solution
 from fairgames.models import build_model
@@ -28,6 +28,8 @@ from fairgames.rates import error_rate
 from .config import ConfigError, TrainerConfig
 from .context import Helpers, ModelFactory, OptimizerFactory, RunContext
 from .data import predict_scores
+from .deploy.contract import check_features, check_preprocess
+from .deploy.load import RUN_FILE, RunFormatError, read_run_record
 from .evaluation import SolutionEvaluator
 from .loop.engine import BatchSettings, Engine, GameData, LogSettings, SnapshotSettings
 
@@ -81,10 +83,12 @@ def train_unconstrained(model_factory: ModelFactory, optimizer_factory: Optimize
     return model
 
 
-def load_baseline(path: str, device: torch.device, input_dim: int | None = None
-                  ) -> torch.nn.Module:
+def load_baseline(path: str, device: torch.device, input_dim: int | None = None,
+                  feature_names: list[str] | None = None) -> torch.nn.Module:
     """A deterministic solution saved by an earlier run (its directory or ``final.pt``);
-    ``input_dim``: the width of the features it will score (checked once, here)."""
+    ``input_dim`` / ``feature_names``: the width and the column names of the features it
+    will score (checked once, here, against the run's ``run.json``: the saved-model contract,
+    :mod:`fairgames.train.deploy.contract`)."""
     p = Path(path)
     if p.is_dir():
         p = p / MODEL_FILE
@@ -97,12 +101,27 @@ def load_baseline(path: str, device: torch.device, input_dim: int | None = None
         raise ConfigError(f"problem.baseline_path={path!r}: the file does not say which model "
                           "it holds (it was not written by scripts/train.py)")
     _check_width(path, int(cfg["input_dim"]), input_dim)
+    _check_contract(path, p.parent, feature_names)
     template = build_model(**model_options(cfg), input_dim=int(cfg["input_dim"]))
     model = load_solution(p, template, device)
     if isinstance(model, StochasticModel):
         raise ConfigError(f"problem.baseline_path={path!r} holds a stochastic solution; a "
                           "churn baseline must be deterministic (final.pt or best_iterate.pt)")
     return model.eval()
+
+
+def _check_contract(path: str, run_dir: Path, feature_names: list[str] | None) -> None:
+    """The baseline's run record against this run's data: the same feature columns in the
+    same order, and its preprocessing spec beside it. A run directory older than ``run.json``
+    has no names: the width alone is checked (:func:`_check_width`)."""
+    if not (run_dir / RUN_FILE).is_file():
+        return
+    try:
+        record = read_run_record(run_dir)
+        check_preprocess(run_dir, record, "the baseline model")
+        check_features(record.get("features"), feature_names, "the baseline model")
+    except (DataError, RunFormatError) as e:
+        raise ConfigError(f"problem.baseline_path={path!r}: {e}") from e
 
 
 def _check_width(path: str, width: int, input_dim: int | None) -> None:
@@ -177,7 +196,8 @@ def _baseline_model(ctx: RunContext) -> tuple[torch.nn.Module, dict[str, Any]]:
     inputs, train, ckpt = ctx.inputs, ctx.splits.train, ctx.checkpoint
     source, seed = inputs.baseline, inputs.seed
     if source.path is not None:
-        model = load_baseline(source.path, inputs.device, int(train.features.shape[1]))
+        model = load_baseline(source.path, inputs.device, int(train.features.shape[1]),
+                              train.feature_names)
         return model, {"source": str(source.path)}
     n_base = max(1, math.ceil(source.fraction * len(train)))
     info = {"source": "trained", "fraction": source.fraction, "rows": n_base,

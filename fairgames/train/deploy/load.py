@@ -42,6 +42,7 @@ from fairgames.models import GridRounded, build_model, decision_threshold
 
 from ..data import PREPROCESS_FILE, load_splits
 from ..files import write_text
+from .contract import check_features
 from .predictor import Predictor
 
 RUN_FILE = "run.json"
@@ -153,8 +154,17 @@ class LoadedRun:
 
     def data_splits(self) -> DatasetSplits:
         """The run's data again, split as it was (a run of :func:`fairgames.train.fit` on your
-        own splits cannot: its data config names no loader)."""
-        return load_splits(self.config["data"], self.config["seed"])
+        own splits cannot: its data config names no loader).
+
+        Raises:
+            DataError: the data now encodes to other feature columns than the run's models
+                read, or the same ones in another order (e.g. a table file rewritten with
+                its columns moved): :func:`~fairgames.train.deploy.contract.check_features`.
+        """
+        splits = load_splits(self.config["data"], self.config["seed"])
+        check_features(self.record.get("features"), splits.train.feature_names,
+                       f"the run in {self.run_dir}")
+        return splits
 
 
 def load_run(run_dir: str | os.PathLike[str], *, model: nn.Module | None = None,
