@@ -249,12 +249,13 @@ def test_a_setting_no_player_of_the_game_takes_is_refused(compose_cfg):
             "(frank_wolfe, algorithm1)") in lines[2]
     # a setting left at its default is not "set" (reproduce_000 pins theta_steps=20 for all)
     validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.theta_steps=20"))
-    # swapping the λ-player swaps its settings: algorithm2.yaml's step is not follow-the-leader's
+    # swapping the λ-player swaps its settings: algorithm2's step is not handed to
+    # follow-the-leader (issue 57: as in Python), but a step the command line names is refused
+    validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader"))
     with pytest.raises(ConfigError, match=r"algorithm.multiplier_lr=0.5: the follow-the-leader "
                                           r"λ-player of algorithm=algorithm2"):
-        validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader"))
-    validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader",
-                         "algorithm.multiplier_lr=null"))
+        validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader",
+                             "algorithm.multiplier_lr=0.5"))
     validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multipliers=gradient_ascent",
                          "algorithm.radius=5", "algorithm.multiplier_optimizer=adam"))
 
