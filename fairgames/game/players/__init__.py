@@ -18,6 +18,7 @@ from .multipliers import (
     FollowTheLeader,
     GradientAscent,
     MultiplierPlayer,
+    NuPI,
     SwapRegret,
     make_multiplier_player,
     register_multiplier_strategy,
