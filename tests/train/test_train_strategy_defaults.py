@@ -13,9 +13,10 @@ import torch
 
 from fairgames.data import make_synthetic
 from fairgames.game import ConstrainedOptimizer, Problem
+from fairgames.game.players import AugmentedLagrangian, NuPI
 from fairgames.game.players.multipliers import MULTIPLIER_PLAYERS
 from fairgames.rates import error_rate, group, positive_prediction_rate
-from fairgames.train import fit, validate
+from fairgames.train import ConfigError, fit, validate
 
 SHORT = ["problem=equal_opportunity", "trainer.steps=4", "trainer.log_every=2"]
 
@@ -78,3 +79,35 @@ def test_the_presets_own_strategy_keeps_the_presets_settings(train_run):
     assert res.engine.copt.multipliers.lr.item() == pytest.approx(0.3)
     res = train_run("own-default", *SHORT)
     assert res.engine.copt.multipliers.lr.item() == 1.0       # the default swap regret's
+
+
+def test_nupi_and_the_penalties_are_played_from_the_command_line(train_run):
+    res = train_run("nupi", *SHORT, "algorithm=lagrangian", "algorithm.multiplier_optimizer=nupi",
+                    "algorithm.nupi_kp=1.0", "algorithm.nupi_ki=1.0")
+    group = res.engine.copt.multipliers.optimizer.param_groups[0]
+    assert type(res.engine.copt.multipliers.optimizer) is NuPI
+    assert (group["kp"], group["ki"], group["nu"], group["lr"]) == (1.0, 1.0, 0.0, 0.5)
+    res = train_run("alm", *SHORT, "algorithm.multipliers=augmented_lagrangian",
+                    "algorithm.penalty=2.0", "algorithm.penalty_growth=1.0")
+    player = res.engine.copt.multipliers
+    assert type(player) is AugmentedLagrangian and player.growth == 1.0
+    assert player.rho0.tolist() == [2.0] * player.num_rows
+    assert res.results["config"]["algorithm"]["penalty"] == 2.0
+
+
+def test_scheme_settings_are_checked_and_refused_where_not_played(compose_cfg):
+    validate(compose_cfg("algorithm.multipliers=quadratic_penalty"))
+    with pytest.raises(ConfigError, match=r"algorithm.penalty=2.0: the swap-regret λ-player of "
+                                          r"algorithm=proxy_lagrangian has no penalty"):
+        validate(compose_cfg("algorithm.penalty=2.0"))
+    with pytest.raises(ConfigError, match=r"algorithm.nupi_nu=1.0: must lie in \[0, 1\)"):
+        validate(compose_cfg("algorithm=lagrangian", "algorithm.multiplier_optimizer=nupi",
+                             "algorithm.nupi_nu=1.0"))
+    with pytest.raises(ConfigError, match=r"algorithm.nupi_kp=1.0: a gain of the νPI multiplier "
+                                          r"optimizer: set algorithm.multiplier_optimizer=nupi"):
+        validate(compose_cfg("algorithm=lagrangian", "algorithm.multiplier_optimizer=adam",
+                             "algorithm.nupi_kp=1.0"))
+    with pytest.raises(ConfigError, match=r"algorithm.multiplier_lr=0.1: the "
+                                          r"augmented-lagrangian λ-player .* has no multiplier_lr"):
+        validate(compose_cfg("algorithm.multipliers=augmented_lagrangian",
+                             "algorithm.multiplier_lr=0.1"))
