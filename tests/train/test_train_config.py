@@ -213,8 +213,11 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     # one name → one torch class, for θ's optimizer and the λ-player's
     from fairgames.train.config import MULTIPLIER_OPTIMIZERS, OPTIMIZERS
     from fairgames.train.run import TORCH_OPTIMIZERS
-    assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= set(MULTIPLIER_OPTIMIZERS)
-    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in MULTIPLIER_OPTIMIZERS)
+    # νPI is the λ-player's own (a PI controller of the multipliers, issue 57), not θ's
+    shared = set(MULTIPLIER_OPTIMIZERS) - {"nupi"}
+    assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= shared
+    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in shared)
+    assert lam_options("nupi") == {"optimizer": LAMBDA_OPTIMIZERS["nupi"]}
     assert lam_options("adagrad") == {"optimizer": torch.optim.Adagrad}
     res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
                     "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
