@@ -86,12 +86,27 @@ def test_theta_descends_the_lagrangian_at_the_penalty_weights(synthetic, helpers
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_a_step_makes_no_host_sync(synthetic, helpers, name):
-    model = torch.nn.Linear(5, 1)
+    _no_sync_steps(synthetic, helpers, name, torch.device("cpu"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_a_cuda_step_makes_no_host_sync(synthetic, helpers, name):
+    # no_host_sync() also sets torch.cuda.set_sync_debug_mode("error") on a GPU
+    _no_sync_steps(synthetic, helpers, name, torch.device("cuda"))
+
+
+def _no_sync_steps(synthetic, helpers, name: str, device: torch.device) -> None:
+    model = torch.nn.Linear(5, 1).to(device)
     copt = ConstrainedOptimizer(Problem(error_rate(), tpr_parity(0.05)),
                                 torch.optim.SGD(model.parameters(), lr=0.1),
                                 **STRATEGIES[name])
     idx = torch.arange(256)
-    x, f = synthetic.features[idx], helpers.fields(synthetic, idx)
+    f = helpers.fields(synthetic, idx)
+    x = synthetic.features[idx].to(device)
+    f = {**f, "labels": f["labels"].to(device),
+         "groups": {"group": f["groups"]["group"].to(device)}}
 
     def step():
         copt.zero_grad()
