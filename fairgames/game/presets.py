@@ -48,7 +48,8 @@ game through the optimizer's ``players=`` argument.
 
 Each player class declares the settings it takes from a run config in ``config_keys``
 (:class:`~fairgames.game.players.keys.ConfigKey`: ``theta_steps`` for the best-response
-θ-player; ``multiplier_lr``, ``radius``, ``multiplier_optimizer`` for gradient ascent;
+θ-player; ``multiplier_lr``, ``radius``, ``multiplier_optimizer`` and νPI's ``nupi_kp``,
+``nupi_ki``, ``nupi_nu`` for gradient ascent;
 ``multiplier_lr``, ``radius`` for exponentiated gradient; ``radius`` for follow-the-leader;
 ``multiplier_lr`` for swap regret; ``slack_lr``, ``psi_steps`` for the slacks). A preset's
 settings are its players' (:meth:`Preset.config_keys`), and
@@ -59,8 +60,9 @@ Example:
     >>> p = PRESETS["algorithm2"].replace(multipliers="exponentiated_gradient", name="eg")
     >>> p.theta, p.multipliers, p.multiplier_payoff
     ('gradient', 'exponentiated_gradient', 'true')
-    >>> sorted(PRESETS["algorithm1"].config_keys())
-    ['multiplier_lr', 'multiplier_optimizer', 'psi_steps', 'radius', 'slack_lr', 'theta_steps']
+    >>> sorted(PRESETS["algorithm1"].config_keys())  # doctest: +NORMALIZE_WHITESPACE
+    ['multiplier_lr', 'multiplier_optimizer', 'nupi_ki', 'nupi_kp', 'nupi_nu', 'psi_steps',
+     'radius', 'slack_lr', 'theta_steps']
     >>> sorted(PRESETS["proxy_lagrangian"].config_keys())
     ['multiplier_lr', 'psi_steps', 'slack_lr']
 """
@@ -68,6 +70,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -194,6 +197,31 @@ class Preset:
         """The settings the preset's players take (see :meth:`player_classes`), by name."""
         return {key.name: key for cls in self.player_classes(multipliers).values()
                 for key in cls.config_keys}
+
+    def lambda_defaults(self, multipliers: str | None = None) -> dict[str, float]:
+        """The step size and κ (``multiplier_lr``, ``radius``) the λ-player plays when they are
+        left unset: the preset's own when its λ strategy plays (or ``multipliers`` names it),
+        else the named strategy's own defaults (its constructor's) — never the preset's value
+        handed to another strategy. A setting the strategy does not take is absent.
+
+        Example:
+            >>> PRESETS["algorithm3"].lambda_defaults()
+            {'multiplier_lr': 0.3, 'radius': 10.0}
+            >>> PRESETS["algorithm3"].lambda_defaults("swap_regret")
+            {'multiplier_lr': 1.0}
+        """
+        strategy = multipliers or self.multipliers
+        cls = self.player_classes(strategy)["multipliers"]
+        own = strategy == self.multipliers
+        params = inspect.signature(cls).parameters
+        out = {}
+        for key, preset_value, argument in (("multiplier_lr", self.multiplier_lr, "lr"),
+                                             ("radius", self.radius, "radius")):
+            value = preset_value if own and preset_value is not None else (
+                params[argument].default if argument in params else None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[key] = float(value)
+        return out
 
     def optimizer_arguments(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """:class:`~fairgames.game.ConstrainedOptimizer` keyword arguments that play this

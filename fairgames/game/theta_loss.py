@@ -74,6 +74,16 @@ class ThetaLoss:
         masks = [p.theta_mask for p in players if p.theta_mask is not None]
         self.theta_mask = torch.stack(masks).prod(0).to(device) if masks else None
         self.needs_surrogate = any("surrogate" in p.needs for p in players)
+        # a λ-player whose θ-side weights read the batch's surrogate rows (penalty methods)
+        self.shaper = next((p for p in players if getattr(p, "shapes_theta", False)), None)
+        inside = [p.name for p in players if p.plays_inside_step]
+        if self.shaper is not None and inside:
+            raise ValueError(
+                f"the {getattr(self.shaper, 'strategy', self.shaper.name)} λ-player forms "
+                "θ's weights from each batch's surrogate rows, which a best-response "
+                "θ-player's inner loop (at frozen costs) does not read: play it with a "
+                "gradient θ-player (theta='gradient': algorithm2, lagrangian, "
+                "proxy_lagrangian)")
         self.empty = torch.zeros(0, device=device)
         self.frozen: FrozenCosts | None = None
         self.device = device
@@ -85,6 +95,8 @@ class ThetaLoss:
         ``values``: precomputed leaf values (else one fused pass, whose per-cell sums
         ``reduce`` all-reduces under a process group)."""
         autocast = torch.is_autocast_enabled(self.device.type)
+        if self.shaper is not None:
+            values, lam = self._shaped(batch, values, lam, reduce)
         if values is None:
             # One pass: the costs are formed from the batch's true rates inside it, and the
             # loss is one autograd node (see RateEvaluator.combination_bound).
@@ -114,6 +126,19 @@ class ThetaLoss:
             with torch.no_grad():
                 rec = self.record(values, true, ratios, loss)
         return loss, rec
+
+    def _shaped(self, batch: Batch, values: LeafValues | None, lam: torch.Tensor,
+                reduce: Callable[[torch.Tensor], torch.Tensor] | None
+                ) -> tuple[LeafValues, torch.Tensor]:
+        """The batch's leaf values (one pass, bounds first) and the weights a penalty player
+        forms θ's loss at from the batch's surrogate rows ``g̃`` (e.g. ``[λ + ρ·g̃]₊``, the
+        gradient of the augmented term, Nocedal & Wright eq. 17.65)."""
+        if values is None:
+            values = self.evaluator(batch, reduce=reduce)
+        with torch.no_grad():
+            rows = self.terms.affine_rows_bound(values.upper.detach(), values.lower.detach())
+            lam = self.shaper.theta_multipliers(lam, rows.to(lam.dtype))
+        return values, lam
 
     def leaf_costs(self, true: torch.Tensor, omega: torch.Tensor, lam: torch.Tensor
                    ) -> tuple[torch.Tensor, Ratios]:

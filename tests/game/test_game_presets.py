@@ -23,6 +23,7 @@ from fairgames.game import (
     SlackPlayer,
     SwapRegret,
 )
+from fairgames.game.players import AugmentedLagrangian, QuadraticPenalty
 from fairgames.rates import error_rate, fmeasure, gmean, group, true_positive_rate
 
 # Table 2 (and the two Cotter et al. formulations): θ strategy, θ payoff, slacks, λ strategy,
@@ -158,10 +159,14 @@ PLAYER_SETTINGS = {
     GradientPlayer: {},
     BestResponsePlayer: {"theta_steps": "steps"},
     GradientAscent: {"multiplier_optimizer": "optimizer", "multiplier_lr": "lr",
-                     "radius": "radius"},
+                     "radius": "radius", "nupi_kp": "kp", "nupi_ki": "ki", "nupi_nu": "nu"},
     ExponentiatedGradient: {"multiplier_lr": "lr", "radius": "radius"},
     FollowTheLeader: {"radius": "radius"},
     SwapRegret: {"multiplier_lr": "lr"},
+    AugmentedLagrangian: {"penalty": "penalty", "penalty_growth": "growth",
+                          "penalty_tolerance": "tolerance", "penalty_restart": "restart"},
+    QuadraticPenalty: {"penalty": "penalty", "penalty_growth": "growth",
+                       "penalty_tolerance": "tolerance", "penalty_restart": "restart"},
     SlackPlayer: {"slack_lr": "lr", "psi_steps": "psi_steps"},
     MonitorPlayer: {},
 }

@@ -213,8 +213,11 @@ def test_the_multiplier_optimizer_steps_the_gradient_ascent_player(train_run, co
     # one name → one torch class, for θ's optimizer and the λ-player's
     from fairgames.train.config import MULTIPLIER_OPTIMIZERS, OPTIMIZERS
     from fairgames.train.run import TORCH_OPTIMIZERS
-    assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= set(MULTIPLIER_OPTIMIZERS)
-    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in MULTIPLIER_OPTIMIZERS)
+    # νPI is the λ-player's own (a PI controller of the multipliers, issue 57), not θ's
+    shared = set(MULTIPLIER_OPTIMIZERS) - {"nupi"}
+    assert set(TORCH_OPTIMIZERS) == set(OPTIMIZERS) >= shared
+    assert all(LAMBDA_OPTIMIZERS[n] is TORCH_OPTIMIZERS[n] for n in shared)
+    assert lam_options("nupi") == {"optimizer": LAMBDA_OPTIMIZERS["nupi"]}
     assert lam_options("adagrad") == {"optimizer": torch.optim.Adagrad}
     res = train_run("lam_adam", "problem=equal_opportunity", "algorithm=lagrangian",
                     "algorithm.multiplier_optimizer=adam", "algorithm.multiplier_lr=0.01")
@@ -249,12 +252,13 @@ def test_a_setting_no_player_of_the_game_takes_is_refused(compose_cfg):
             "(frank_wolfe, algorithm1)") in lines[2]
     # a setting left at its default is not "set" (reproduce_000 pins theta_steps=20 for all)
     validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.theta_steps=20"))
-    # swapping the λ-player swaps its settings: algorithm2.yaml's step is not follow-the-leader's
+    # swapping the λ-player swaps its settings: algorithm2's step is not handed to
+    # follow-the-leader (issue 57: as in Python), but a step the command line names is refused
+    validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader"))
     with pytest.raises(ConfigError, match=r"algorithm.multiplier_lr=0.5: the follow-the-leader "
                                           r"λ-player of algorithm=algorithm2"):
-        validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader"))
-    validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader",
-                         "algorithm.multiplier_lr=null"))
+        validate(compose_cfg("algorithm=algorithm2", "algorithm.multipliers=follow_the_leader",
+                             "algorithm.multiplier_lr=0.5"))
     validate(compose_cfg("algorithm=proxy_lagrangian", "algorithm.multipliers=gradient_ascent",
                          "algorithm.radius=5", "algorithm.multiplier_optimizer=adam"))
 

@@ -4,6 +4,7 @@ honest."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import math
@@ -18,6 +19,7 @@ import yaml
 
 from fairgames.data import make_synthetic
 from fairgames.game import best_iterate
+from fairgames.game.players import SwapRegret
 from fairgames.train import ConfigError, fit, run, validate
 from fairgames.train.sweeps.tune import (
     LAUNCHER_TARGET,
@@ -175,9 +177,10 @@ def test_one_job_entry_points_refuse_tune(compose_cfg):
 
 def test_the_grid_multiplies_the_runs_own_step_sizes(compose_cfg):
     cfg = compose_cfg("trainer.tune=validation", "optimizer.lr=0.02")
-    assert step_sizes(cfg) == {"lr": 0.02, "multiplier_lr": cfg.algorithm.multiplier_lr,
-                               "robust_lr": cfg.robust.lr}
-    lam = cfg.algorithm.multiplier_lr
+    # proxy_lagrangian.yaml leaves λ's step null: the swap-regret player's own (its signature)
+    lam = inspect.signature(SwapRegret).parameters["lr"].default
+    assert cfg.algorithm.multiplier_lr is None
+    assert step_sizes(cfg) == {"lr": 0.02, "multiplier_lr": lam, "robust_lr": cfg.robust.lr}
     assert grid(cfg) == {"optimizer.lr": [0.006, 0.02, 0.06],
                          "algorithm.multiplier_lr": [float(f"{lam * f:.6g}")
                                                      for f in (0.3, 1.0, 3.0)]}

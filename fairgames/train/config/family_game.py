@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from fairgames.game import DEFAULT_PRESET, default_game
+from fairgames.game import DEFAULT_PRESET, default_game, get_preset
 from fairgames.problems.catalog import catalog_dir
 from fairgames.rates import Constraint, Expression
 
@@ -28,7 +28,9 @@ from .schema import AlgorithmConfig, algorithm_schema
 @functools.cache
 def default_settings() -> Mapping[str, Any]:
     """The default preset's settings as its config file sets them
-    (``configs/algorithm/<DEFAULT_PRESET>.yaml``); every other player key at the schema's
+    (``configs/algorithm/<DEFAULT_PRESET>.yaml``), with the λ step size and κ its λ-player
+    plays when the file leaves them null (:meth:`~fairgames.game.Preset.lambda_defaults`):
+    naming those values is not choosing another game. Every other player key at the schema's
     default (or null) has not been chosen either.
 
     Example:
@@ -38,7 +40,8 @@ def default_settings() -> Mapping[str, Any]:
     path = catalog_dir().parent / "algorithm" / f"{DEFAULT_PRESET}.yaml"
     data = OmegaConf.to_container(OmegaConf.load(path))
     assert isinstance(data, dict)
-    return {k: v for k, v in data.items() if k != "name" and v is not None}
+    return {**get_preset(DEFAULT_PRESET).lambda_defaults(),
+            **{k: v for k, v in data.items() if k != "name" and v is not None}}
 
 
 def is_default_algorithm(algorithm: AlgorithmConfig) -> bool:

@@ -86,9 +86,11 @@ def algorithm_schema() -> type:
 
     Example:
         >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
-        ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'slack_lr',
-         'psi_steps', 'theta_steps', 'best_response', 'gap', 'surrogate', 'objective_surrogate',
-         'temperature', 'ratio_floor', 'large_game', 'family_game']
+        ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'nupi_kp',
+         'nupi_ki', 'nupi_nu', 'penalty', 'penalty_growth', 'penalty_tolerance',
+         'penalty_restart', 'slack_lr', 'psi_steps', 'theta_steps', 'best_response', 'gap',
+         'surrogate', 'objective_surrogate', 'temperature', 'ratio_floor', 'large_game',
+         'family_game']
     """
     declared = ([key for key, _ in registered_config_keys().values()]
                 + [key for key, _ in method_keys()])

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from fairgames.game import PRESETS
 from fairgames.game.players import MULTIPLIER_OPTIMIZERS as _LAMBDA_OPTIMIZERS
 from fairgames.game.players import MULTIPLIER_PLAYERS, ConfigKey, Player
+from fairgames.game.players.multipliers import NUPI_KEYS
 from fairgames.game.presets import ROLES, player_label, registered_config_keys
 from fairgames.game.solutions.snapshots import OFFSETS as SNAPSHOT_OFFSETS
 
@@ -185,6 +186,19 @@ def _check_player_settings(c: DictConfig, check: Checks) -> None:
                 check.bad(f"algorithm.{name}", value, problem)
         elif value != key.default:
             check.bad(f"algorithm.{name}", value, _not_played(a, players, key, owners))
+
+
+@register_validator("algorithm")
+def _check_nupi_gains(c: DictConfig, check: Checks) -> None:
+    """νPI's gains are read with ``multiplier_optimizer=nupi`` only (issue 57)."""
+    a = c.algorithm
+    if a.get("multiplier_optimizer") == "nupi":
+        return
+    for key in NUPI_KEYS:
+        value = a.get(key.name)
+        if value is not None:
+            check.bad(f"algorithm.{key.name}", value, "a gain of the νPI multiplier optimizer: "
+                      "set algorithm.multiplier_optimizer=nupi, or leave it null")
 
 
 @register_validator("algorithm")

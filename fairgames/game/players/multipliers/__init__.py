@@ -42,6 +42,8 @@ from .base import (
 from .exponentiated_gradient import ExponentiatedGradient
 from .follow_the_leader import FollowTheLeader
 from .gradient_ascent import MULTIPLIER_OPTIMIZER, MULTIPLIER_OPTIMIZERS, GradientAscent
+from .nupi import NUPI_KEYS, NuPI
+from .penalty import PENALTY_KEYS, AugmentedLagrangian, QuadraticPenalty
 from .registry import (
     MULTIPLIER_PLAYERS,
     make_multiplier_player,
@@ -51,8 +53,9 @@ from .registry import (
 from .swap_regret import SwapRegret
 
 __all__ = [
-    "DEFAULT_RADIUS", "MULTIPLIER_LR", "MULTIPLIER_OPTIMIZER", "MULTIPLIER_OPTIMIZERS",
-    "MULTIPLIER_PLAYERS", "PAYOFFS", "RADIUS", "DualContext", "ExponentiatedGradient",
-    "FollowTheLeader", "GradientAscent", "MultiplierPlayer", "SwapRegret",
-    "make_multiplier_player", "register_multiplier_strategy", "unregister_multiplier_strategy",
+    "AugmentedLagrangian", "DEFAULT_RADIUS", "MULTIPLIER_LR", "MULTIPLIER_OPTIMIZER",
+    "MULTIPLIER_OPTIMIZERS", "MULTIPLIER_PLAYERS", "NUPI_KEYS", "NuPI", "PAYOFFS", "PENALTY_KEYS",
+    "QuadraticPenalty", "RADIUS", "DualContext", "ExponentiatedGradient", "FollowTheLeader",
+    "GradientAscent", "MultiplierPlayer", "SwapRegret", "make_multiplier_player",
+    "register_multiplier_strategy", "unregister_multiplier_strategy",
 ]

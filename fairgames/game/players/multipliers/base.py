@@ -73,6 +73,7 @@ class MultiplierPlayer(Player):
     has_lr = True       # takes a step size ``lr``
     has_radius = True   # takes κ (``radius``) of Λ = {λ ≥ 0, ‖λ‖₁ ≤ κ}
     no_radius_reason = ""
+    shapes_theta = False  # True: θ's weights depend on θ's own surrogate rows (penalties)
 
     def __init__(self, num_rows: int, *, device: torch.device | str | None = None,
                  dtype: torch.dtype = torch.float32, payoff: str = "true") -> None:
@@ -109,6 +110,11 @@ class MultiplierPlayer(Player):
         player's update rebinds its state instead of writing it in place)."""
         omega, lam = self.weights()
         return omega.clone(), lam.clone()
+
+    def theta_multipliers(self, lam: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The multipliers θ's loss is formed at, given the batch's surrogate rows ``rows``
+        [M] (read only when :attr:`shapes_theta`; default: the played ``lam``)."""
+        return lam
 
     def update(self, gain: torch.Tensor, *, ok: torch.Tensor | None = None) -> None:
         """One step from the gain ``∂L/∂λ`` [M], masked by ``ok``."""

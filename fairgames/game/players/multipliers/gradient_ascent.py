@@ -13,15 +13,18 @@ from ...projections import project_l1_ball_nonnegative
 from ..base import lr_group, step_size
 from ..keys import ConfigKey, one_of
 from .base import DEFAULT_RADIUS, MULTIPLIER_LR, RADIUS, MultiplierPlayer, commit
+from .nupi import NUPI_KEYS, NuPI
 
 MULTIPLIER_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad,
+    "nupi": NuPI}
 """The torch optimizers a :class:`GradientAscent` player can step with, by config name."""
 
 MULTIPLIER_OPTIMIZER = ConfigKey(
     "multiplier_optimizer", str, None,
-    "a torch optimizer (sgd, adam, adagrad) stepping the gradient-ascent λ-player, projected "
-    "on Λ (TFCO's constraint_optimizer); null: plain projected OGD",
+    "a torch optimizer (sgd, adam, adagrad, nupi) stepping the gradient-ascent λ-player, "
+    "projected on Λ (TFCO's constraint_optimizer; nupi: Sohrabi et al. 2024's PI controller, "
+    "algorithm.nupi_kp / nupi_ki / nupi_nu); null: plain projected OGD",
     one_of(MULTIPLIER_OPTIMIZERS), argument="optimizer", convert=MULTIPLIER_OPTIMIZERS.get)
 
 
@@ -33,16 +36,23 @@ class GradientAscent(MultiplierPlayer):
     default is plain OGD ``λ + η·gain`` (paper 000 Algorithms 1–3), done in place. The
     projection is the exact Euclidean one (sort-based, no sync). Note: torch's Adam/Adagrad
     read their step counter on the host (a CPU tensor, so no device wait on a GPU, but the
-    CPU guard flags it).
+    CPU guard flags it). ``optimizer=NuPI`` (``"nupi"``) takes the gains ``kp``, ``ki`` and
+    the EMA ``nu`` (:mod:`~fairgames.game.players.multipliers.nupi`; sync-free).
     """
 
     strategy = "gradient_ascent"
-    config_keys = (MULTIPLIER_OPTIMIZER, MULTIPLIER_LR, RADIUS)
+    config_keys = (MULTIPLIER_OPTIMIZER, MULTIPLIER_LR, RADIUS, *NUPI_KEYS)
 
     def __init__(self, num_rows: int, *, lr: float = 0.5, radius: float = DEFAULT_RADIUS,
                  optimizer: type[torch.optim.Optimizer] | Callable[..., torch.optim.Optimizer]
-                 | None = None, initial: float = 0.0, **kw: Any) -> None:
+                 | None = None, initial: float = 0.0, kp: float | None = None,
+                 ki: float | None = None, nu: float | None = None, **kw: Any) -> None:
         super().__init__(num_rows, **kw)
+        gains = {k: v for k, v in (("kp", kp), ("ki", ki), ("nu", nu)) if v is not None}
+        if gains and optimizer is not NuPI:
+            raise ValueError(f"{sorted(gains)} are the gains of the νPI multiplier optimizer: "
+                             "pass optimizer=NuPI (algorithm.multiplier_optimizer=nupi) or drop "
+                             "them (algorithm.nupi_kp / nupi_ki / nupi_nu=null)")
         if not radius > 0:
             raise ValueError(f"radius must be positive, got {radius}")
         self.radius = float(radius)
@@ -55,7 +65,7 @@ class GradientAscent(MultiplierPlayer):
         if optimizer is None:
             pass      # plain OGD λ + η·gain, without torch.optim's per-step overhead
         elif isinstance(optimizer, type):
-            self.optimizer = optimizer([self.lam], lr=lr, maximize=True)
+            self.optimizer = optimizer([self.lam], lr=lr, maximize=True, **gains)
         else:
             self.optimizer = optimizer([self.lam])
         if self.optimizer is not None and not all(

@@ -12,6 +12,7 @@ from .base import MultiplierPlayer
 from .exponentiated_gradient import ExponentiatedGradient
 from .follow_the_leader import FollowTheLeader
 from .gradient_ascent import GradientAscent
+from .penalty import AugmentedLagrangian, QuadraticPenalty
 from .swap_regret import SwapRegret
 
 MULTIPLIER_PLAYERS: dict[str, type[MultiplierPlayer]] = {
@@ -60,3 +61,7 @@ def make_multiplier_player(strategy: str | MultiplierPlayer, num_rows: int, *,
                              "drop radius=")
         kw["radius"] = radius
     return cls(num_rows, device=device, **kw)
+
+
+for _penalized in (AugmentedLagrangian, QuadraticPenalty):   # the penalty formulations
+    register_multiplier_strategy(_penalized)
