@@ -131,3 +131,18 @@ def test_bad_inputs_name_the_remedy():
         zafar_fit(x, y * 2 - 1, z, 0.1)
     with pytest.raises(ValueError, match="both groups"):
         pseudo_example(x, np.ones(20, bool))
+
+
+def test_path_point_solves_the_bound_it_reaches():
+    """A weight on the path is the constrained SVM at c = wᵀx_f (KKT): the direct QP at that
+    c has the same objective."""
+    pytest.importorskip("sklearn")
+    from fairgames.dataset_constraints.baselines import pseudo_example_svm_path
+
+    x, y, z = _data(n=60, d=3, seed=4)
+    x_f = pseudo_example(x, z == 1)
+    (fit,) = pseudo_example_svm_path(x, y, x_f, [0.2], tol=1e-10)
+    c = fit.info["c"]
+    assert c < svm_fit(x, y, tol=1e-10).w @ x_f - 0.1          # the weight moved the bound
+    _, obj_qp = _qp_svm(x, y, x_f=x_f, c=c)
+    assert abs(fit.info["objective"] - obj_qp) <= 1e-5 * abs(obj_qp)

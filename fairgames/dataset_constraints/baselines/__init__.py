@@ -21,9 +21,15 @@ Example:
 """
 
 from .model import LinearClassifier, positive_rate_ratio
-from .svm import pseudo_example, pseudo_example_svm_fit, svm_fit, svm_objective
+from .svm import (
+    pseudo_example,
+    pseudo_example_svm_fit,
+    pseudo_example_svm_path,
+    svm_fit,
+    svm_objective,
+)
 from .zafar import zafar_covariances, zafar_fit
 
 __all__ = ["LinearClassifier", "positive_rate_ratio", "pseudo_example",
-           "pseudo_example_svm_fit", "svm_fit", "svm_objective", "zafar_covariances",
-           "zafar_fit"]
+           "pseudo_example_svm_fit", "pseudo_example_svm_path", "svm_fit", "svm_objective",
+           "zafar_covariances", "zafar_fit"]

@@ -42,8 +42,9 @@ def _liblinear(x: np.ndarray, ys: np.ndarray, weights: np.ndarray, C: float, tol
                max_iter: int) -> np.ndarray:
     from sklearn.svm import LinearSVC  # lazily: the package does not need sklearn to import
 
+    # random_state: LIBLINEAR's coordinate order is shuffled; fixed, a fit is reproducible
     model = LinearSVC(loss="hinge", dual=True, fit_intercept=False, C=C, tol=tol,
-                      max_iter=max_iter)
+                      max_iter=max_iter, random_state=0)
     model.fit(x, ys, sample_weight=weights)
     return np.asarray(model.coef_[0], dtype=np.float64)
 
@@ -84,8 +85,11 @@ def pseudo_example(x: np.ndarray, mask_m: np.ndarray) -> np.ndarray:
 
 def pseudo_example_svm_fit(x: np.ndarray, y: np.ndarray, x_f: np.ndarray, c: float, *,
                            C: float = 1.0, tol: float = 1e-6, max_iter: int = 100000,
-                           xtol: float = 1e-10) -> LinearClassifier:
+                           xtol: float = 1e-10, rtol: float = 1e-12) -> LinearClassifier:
     """The SVM s.t. ``max(0, 1 + wᵀx_f)/(1 + c) ≤ 1`` (``⇔ wᵀx_f ≤ c``), ``c ≥ 0``.
+
+    ``tol`` is LIBLINEAR's stopping tolerance (its own default is 0.1), ``xtol``/``rtol``
+    Brent's on the multiplier.
 
     Returns:
         a :class:`LinearClassifier`; ``info``: ``multiplier`` (the pseudo-example's weight
@@ -121,8 +125,39 @@ def pseudo_example_svm_fit(x: np.ndarray, y: np.ndarray, x_f: np.ndarray, c: flo
         hi = 1.0
         while gap(hi) > 0:
             hi *= 4.0
-        t = brentq(gap, 0.0 if hi == 1.0 else hi / 4.0, hi, xtol=xtol, rtol=1e-12)
+        t = brentq(gap, 0.0 if hi == 1.0 else hi / 4.0, hi, xtol=xtol, rtol=rtol)
     w = solve(t)
     info = {"multiplier": t, "constraint": float(w @ x_f - c), "c": c, "fits": len(fits),
             "objective": svm_objective(w, x, y, C)}
     return LinearClassifier(w, 0.0, info)
+
+
+def pseudo_example_svm_path(x: np.ndarray, y: np.ndarray, x_f: np.ndarray,
+                            weights: np.ndarray, *, C: float = 1.0, tol: float = 0.1,
+                            max_iter: int = 100000) -> list[LinearClassifier]:
+    """The pseudo-example SVM's solutions along its multiplier: one LIBLINEAR fit per weight.
+
+    With the pseudo-example in the training set at weight ``s`` (``s = t/(1+c)`` above), the
+    fit is, by the KKT conditions, the solution of the constrained problem whose bound is
+    the value it reaches, ``c = wᵀx_f`` (while ``wᵀx_f > −1``: the hinge is active). So a grid
+    of weights traces the baseline's frontier with one fit per point instead of a root-finding
+    per bound; each ``info`` names the ``c`` it solves.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(200, 2)); m = x[:, 0] > 0; y = (x.sum(1) > 0).astype(int)
+        >>> x_f = pseudo_example(x, m)
+        >>> path = pseudo_example_svm_path(x, y, x_f, [0.0, 1.0, 10.0], tol=1e-8)
+        >>> cs = [fit.info["c"] for fit in path]; cs[0] > cs[1] > cs[2]
+        True
+    """
+    ys = signed_labels(y)
+    x = np.asarray(x, dtype=np.float64)
+    x_f = np.asarray(x_f, dtype=np.float64)
+    xa, ya = np.concatenate([x, x_f[None, :]]), np.append(ys, -1.0)
+    out = []
+    for s in weights:
+        w = _liblinear(xa, ya, np.append(np.ones(len(ys)), float(s)), C, tol, max_iter)
+        out.append(LinearClassifier(w, 0.0, {"weight": float(s), "c": float(w @ x_f),
+                                             "objective": svm_objective(w, x, y, C)}))
+    return out
