@@ -18,6 +18,8 @@ scikit-learn's ``LinearSVC`` (imported when a fit runs).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.optimize import brentq
 
@@ -39,14 +41,17 @@ def svm_objective(w: np.ndarray, x: np.ndarray, y: np.ndarray, C: float = 1.0,
 
 
 def _liblinear(x: np.ndarray, ys: np.ndarray, weights: np.ndarray, C: float, tol: float,
-               max_iter: int) -> np.ndarray:
+               max_iter: int) -> tuple[np.ndarray, bool]:
+    """LIBLINEAR's weights and whether it converged (stopped before ``max_iter`` passes)."""
     from sklearn.svm import LinearSVC  # lazily: the package does not need sklearn to import
 
     # random_state: LIBLINEAR's coordinate order is shuffled; fixed, a fit is reproducible
     model = LinearSVC(loss="hinge", dual=True, fit_intercept=False, C=C, tol=tol,
                       max_iter=max_iter, random_state=0)
-    model.fit(x, ys, sample_weight=weights)
-    return np.asarray(model.coef_[0], dtype=np.float64)
+    with warnings.catch_warnings():      # non-convergence is returned, not warned
+        warnings.simplefilter("ignore")
+        model.fit(x, ys, sample_weight=weights)
+    return np.asarray(model.coef_[0], dtype=np.float64), int(model.n_iter_) < max_iter
 
 
 def svm_fit(x: np.ndarray, y: np.ndarray, *, C: float = 1.0,
@@ -63,8 +68,9 @@ def svm_fit(x: np.ndarray, y: np.ndarray, *, C: float = 1.0,
     ys = signed_labels(y)
     x = np.asarray(x, dtype=np.float64)
     s = np.ones(len(ys)) if sample_weight is None else np.asarray(sample_weight, float)
-    w = _liblinear(x, ys, s, C, tol, max_iter)
-    return LinearClassifier(w, 0.0, {"objective": svm_objective(w, x, y, C, s), "C": C})
+    w, converged = _liblinear(x, ys, s, C, tol, max_iter)
+    return LinearClassifier(w, 0.0, {"objective": svm_objective(w, x, y, C, s), "C": C,
+                                     "converged": converged})
 
 
 def pseudo_example(x: np.ndarray, mask_m: np.ndarray) -> np.ndarray:
@@ -114,7 +120,7 @@ def pseudo_example_svm_fit(x: np.ndarray, y: np.ndarray, x_f: np.ndarray, c: flo
     def solve(t: float) -> np.ndarray:
         if t not in fits:
             weights = np.append(np.ones(len(ys)), t / (1.0 + c))
-            fits[t] = _liblinear(xa, ya, weights, C, tol, max_iter)
+            fits[t] = _liblinear(xa, ya, weights, C, tol, max_iter)[0]
         return fits[t]
 
     def gap(t: float) -> float:
@@ -154,10 +160,16 @@ def pseudo_example_svm_path(x: np.ndarray, y: np.ndarray, x_f: np.ndarray,
     ys = signed_labels(y)
     x = np.asarray(x, dtype=np.float64)
     x_f = np.asarray(x_f, dtype=np.float64)
-    xa, ya = np.concatenate([x, x_f[None, :]]), np.append(ys, -1.0)
+    # x_f is ~N_M N_F/N times a mean difference: LIBLINEAR's coordinate descent stalls on so
+    # long a row. Scaled to a typical row's norm, with its weight scaled up alike, the
+    # Lagrangian term s·x_f is the same while the hinge is active (wᵀx_f > −scale).
+    scale = max(float(np.linalg.norm(x_f)) / float(np.median(np.linalg.norm(x, axis=1))), 1.0)
+    xa, ya = np.concatenate([x, x_f[None, :] / scale]), np.append(ys, -1.0)
     out = []
     for s in weights:
-        w = _liblinear(xa, ya, np.append(np.ones(len(ys)), float(s)), C, tol, max_iter)
+        w, converged = _liblinear(xa, ya, np.append(np.ones(len(ys)), float(s) * scale), C,
+                                  tol, max_iter)
         out.append(LinearClassifier(w, 0.0, {"weight": float(s), "c": float(w @ x_f),
+                                             "converged": converged,
                                              "objective": svm_objective(w, x, y, C)}))
     return out
