@@ -33,7 +33,6 @@ FROM_SCRIPT = {
     r"reproduce_002(\.quick)?": "benchmarks.reproduce.reproduce_002:summary_of",
     r"reproduce_002_tree": "benchmarks.reproduce.reproduce_002_tree:summary_of",
     r"filter_decisions_002": "benchmarks.reproduce.filter_decisions_002:summary_of",
-
     r"reproduce_001_fig2(\.quick)?": "benchmarks.reproduce.reproduce_001_fig2:summary_of",
     r"reproduce_003(\..+)?": "benchmarks.reproduce.reproduce_003:summary_of",
     r"reproduce_004(\..+)?": "benchmarks.reproduce.reproduce_004:summary_of",
