@@ -3,9 +3,10 @@ its proprietary Figure 3 (issue 47, Goals (b)).
 
 The scenario, fixed before measuring: ``data=adult_churn`` (Adult's official training split cut
 into d1 30 %, d2 30 %, unlabeled d3 40 %, each split 60/20/20; the default encoding), linear
-models, seed 0 and the CLI's defaults. The deployed model is the one ``problem=churn_recall``
-trains first: unconstrained, on a seeded 25 % of the labeled training rows
-(``problem.baseline_fraction``). Per seed:
+models, seed 0 and the CLI's defaults but ``trainer.steps=4000`` (``STEPS``: chosen after
+seeing the tightest target violated at 500 and 1500 steps). The deployed model is the one
+``problem=churn_recall`` trains first: unconstrained, on a seeded 25 % of the labeled training
+rows (``problem.baseline_fraction``). Per seed:
 
 * the **unconstrained model**: ``problem=error`` with the scenario's objective,
   ``error(source="d1") + fp(source="d2")``, no constraint;
@@ -32,7 +33,7 @@ Usage::
 Example:
     >>> import numpy as np
     >>> figures_of(np.array([1.0, 0.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0, 1.0]),
-    ...            np.array([0, 1, 1, 2]), np.array([1.0, 0.0, 0.0, 0.0]))
+    ...            np.array([0, 1, 1, 2]), np.array([1.0, 0.0, 0.0, 1.0]))
     {'objective': 0.5, 'recall_d2': nan, 'churn_d3': 1.0}
 """
 
@@ -58,6 +59,9 @@ SHARES = (0.25, 0.5, 0.75, 1.0)          # targets as shares of the bias-shifted
 OBJECTIVE = 'error(source="d1") + fp(source="d2")'
 DATA = ["data=adult_churn", "model=linear", "trainer.progress=false", "trainer.plots=false"]
 SLACK = 1e-9                             # "meets" up to rounding
+# The CLI's 500 full-batch steps leave the tightest target (25 %) violated on train (measured:
+# churn 0.031 vs 0.015 at 500 steps, 0.027 at 1500); 4000 steps meet it (an LP mixture).
+STEPS = 4000
 
 
 def figures_of(p: np.ndarray, y: np.ndarray, src: np.ndarray,
@@ -138,6 +142,26 @@ def one_seed(seed: int, steps: int | None, root: Path) -> dict[str, Any]:
     return row
 
 
+def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Flat figures for the generated report: per seed, the deployed model's, the
+    unconstrained model's and the bias-shifted baseline's test objective and churn, and ours'
+    target, train churn, train recall and test objective and churn at each target share."""
+    out: dict[str, float] = {}
+    for r in rows:
+        s = f"s{r['seed']}_"
+        out[s + "deployed_recall_d2_train"] = r["deployed_recall_d2_train"]
+        for k in ("deployed", "unconstrained", "bias_shifted"):
+            for f in ("objective", "churn_d3", "recall_d2"):
+                out[f"{s}{k}_test_{f}"] = r[k]["test"][f]
+        for o in r["ours"]:
+            p = f"{s}ours{int(round(o['share'] * 100))}_"
+            out[p + "target"] = o["target"]
+            for part in ("train", "test"):
+                for f in ("objective", "churn_d3", "recall_d2"):
+                    out[f"{p}{part}_{f}"] = o[part][f]
+    return out
+
+
 def evaluate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The issue's goals over every seed and target: ours minus the bias-shifted baseline on
     test churn and test objective (worst case; < 0 beats it), and ours' recall on D2 minus
@@ -172,7 +196,7 @@ def evaluate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="*", default=[0])
-    ap.add_argument("--steps", type=int, default=None, help="trainer.steps (default: the CLI's)")
+    ap.add_argument("--steps", type=int, default=STEPS, help="trainer.steps")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     started = time.perf_counter()
@@ -180,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [one_seed(s, args.steps, Path(tmp) / str(s)) for s in args.seeds]
     goals = evaluate(rows)
     print_goals(goals)
-    write_run(args.out, {"figures": {"seconds": round(time.perf_counter() - started, 1)},
+    figures = {**summary_figures(rows), "seconds": round(time.perf_counter() - started, 1)}
+    write_run(args.out, {"figures": figures,
                          "goals": goals, "seeds": rows, "machine": machine(),
                          "config": {"data": DATA, "objective": OBJECTIVE, "shares": SHARES,
                                     "steps": args.steps, "torch_threads":
