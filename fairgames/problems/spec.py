@@ -15,6 +15,10 @@ Names a statement may read:
 * ``unconstrained_<metric>`` — a metric (any argument-free function, e.g.
   ``unconstrained_error``) of an unconstrained model that the run trains first on the same
   training split (paper 000, Table 3: error ≤ 1.1 × UncError's error);
+* ``baseline_<metric>`` / ``baseline_<metric>_<source>`` — a metric (argument-free, e.g.
+  ``baseline_tpr``) of the baseline (deployed) model's predictions on the training split's
+  labeled rows, or on one source's (``baseline_tpr_d2``: ``tpr(source="d2")``); paper 001's
+  churn scenario: recall on D2 ≥ the deployed model's, ``tpr(source="d2") >= baseline_tpr_d2``;
 * ``target_loss`` — the loss that fits the data's target (paper 003 §2): ``"squared"`` for a
   real-valued target, ``"bounded_logistic"`` (its Ex. 2, C = 5) for a binary one, as in
   ``group_loss(target_loss)``;
@@ -54,6 +58,7 @@ from .syntax import Call, String, called_functions, free_names, walk
 
 TOLERANCE_KINDS = ("difference", "ratio", "bound", "none")
 UNCONSTRAINED_PREFIX = "unconstrained_"
+BASELINE_PREFIX = "baseline_"
 BASELINE_FUNCTIONS = frozenset({"churn", "win_rate", "loss_rate", "win_loss_ratio"})
 RESERVED = ("tolerance", "protected_group", "groups", "thresholds", "target_loss")
 # The loss ``target_loss`` names for each label kind (paper 003: least squares for a real
@@ -269,9 +274,41 @@ class ProblemSpec:
                 out.append(metric)
         return out
 
+    def baseline_metrics(self, sources: Sequence[str] | None) -> dict[str, str]:
+        """``{name: expression}`` of the ``baseline_<metric>[_<source>]`` names the statements
+        read: what the run evaluates on the baseline model's training-split predictions.
+
+        Example:
+            >>> ProblemSpec("cr", "error()", {"r": "tpr(source='d2') >= baseline_tpr_d2"}
+            ...             ).baseline_metrics(["d1", "d2"])
+            {'baseline_tpr_d2': 'tpr(source="d2")'}
+        """
+        out = {}
+        for n in sorted(self.free_names()):
+            if n.startswith(BASELINE_PREFIX) and n not in self.variables:  # a variable wins
+                out[n] = self._baseline_metric(n, list(sources or []))
+        return out
+
+    def _baseline_metric(self, name: str, sources: list[str]) -> str:
+        rest = name[len(BASELINE_PREFIX):]
+        candidates = [(rest, None)] + [(rest[:-len(s) - 1], s) for s in sources
+                                       if rest.endswith("_" + s)]
+        for metric, src in candidates:
+            fn = FUNCTIONS.get(metric)
+            if fn is not None and not fn.params:
+                return f"{metric}()" if src is None else f'{metric}(source="{src}")'
+        known = sorted(k for k, f in FUNCTIONS.items() if not f.params)
+        raise ProblemError(f"problem {self.name!r}: {name!r} names no metric; use "
+                           f"{BASELINE_PREFIX}<metric> or {BASELINE_PREFIX}<metric>_<source> "
+                           f"with a metric of {known} and a source of "
+                           f"[{', '.join(sources)}]")
+
     def needs_baseline(self) -> bool:
-        """Whether a statement reads a baseline model's predictions (churn, wins, losses)."""
-        return any(called_functions(t) & BASELINE_FUNCTIONS for _, t in self._trees())
+        """Whether a statement reads a baseline model's predictions (churn, wins, losses)
+        or a ``baseline_<metric>`` value."""
+        return (any(called_functions(t) & BASELINE_FUNCTIONS for _, t in self._trees())
+                or any(n.startswith(BASELINE_PREFIX) and n not in self.variables
+                        for n in self.free_names()))
 
     def bounded_predictions(self) -> bool:
         """Whether the statements assume predictions in [0, 1] (paper 003's f: 𝒳 → [0, 1]):
@@ -353,6 +390,11 @@ class ProblemSpec:
                 raise ProblemError(f"problem {self.name!r} reads {key!r}, which the run "
                                    "computes by training an unconstrained model first; none "
                                    "was given")
+        for key in self.baseline_metrics(sources):
+            if key not in values:
+                raise ProblemError(f"problem {self.name!r} reads {key!r}, which the run "
+                                   "computes from the baseline model's predictions on the "
+                                   "training split; none was given")
         variables.update(values)
         if "target_loss" in names:
             if label_kind not in TARGET_LOSSES:

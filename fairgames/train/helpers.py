@@ -150,6 +150,25 @@ def unconstrained_values(metrics: list[str], train: TabularDataset, protected: s
     return out
 
 
+def baseline_values(exprs: Mapping[str, str], train: TabularDataset, protected: str,
+                    scores: torch.Tensor) -> dict[str, float]:
+    """``{"baseline_<metric>[_<source>]": value}``: each expression of
+    :meth:`~fairgames.problems.ProblemSpec.baseline_metrics` on the baseline model's
+    training-split ``scores`` (hard predictions, score > 0) — e.g. the deployed model's recall
+    on D2 that paper 001's churn scenario keeps as a floor. An expression without ``source=``
+    reads the labeled rows alone."""
+    out = {}
+    for name, text in exprs.items():
+        ds, s = train, scores
+        if "source=" not in text and train.unlabeled:
+            s, ds = scores[..., labeled_mask(train)], labeled_part(train)
+        env = Environment(protected, ds.group_names, {}, sources=ds.source_names or [],
+                          unlabeled=ds.unlabeled)
+        ev = SolutionEvaluator(compile_expression(text, env, name), [], protected)
+        out[name] = ev.evaluate(ds, s)["objective"]
+    return out
+
+
 # --------------------------------------------------------------------------- the helpers stage
 def train_helpers(ctx: RunContext) -> Helpers:
     """Helper models: the unconstrained metrics and the churn baseline the problem reads."""
@@ -170,6 +189,13 @@ def train_helpers(ctx: RunContext) -> Helpers:
     if inputs.baseline.scores is not None:
         helpers.baselines = {k: v.to(inputs.device) for k, v in inputs.baseline.scores.items()}
         helpers.baseline_info = {"source": "given"}
+    if isinstance(spec, ProblemSpec):
+        exprs = spec.baseline_metrics(ctx.splits.train.source_names)
+        if exprs:       # a new dict: helpers.unconstrained keeps its own values
+            values = baseline_values(exprs, ctx.splits.train, inputs.protected,
+                                     helpers.baselines["train"])
+            helpers.values = {**helpers.values, **values}
+            helpers.baseline_info = {**(helpers.baseline_info or {}), "values": values}
     return helpers
 
 

@@ -97,6 +97,7 @@ def statements(problem: ProblemSpec | Problem, train: TabularDataset, protected:
     """
     if isinstance(problem, ProblemSpec):
         stand_ins = {UNCONSTRAINED_PREFIX + m: 0.0 for m in problem.unconstrained_metrics()}
+        stand_ins.update(dict.fromkeys(problem.baseline_metrics(train.source_names), 0.0))
         built = problem.build(protected, constrained_values(train.group_names), stand_ins,
                               constrained_counts(train, protected), label_kind=train.label_kind,
                               **data_sources(train))
