@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _data(seed=0, n=200):
     rng = np.random.default_rng(seed)
     d = {}
-    for s, k in (("", "train"), ("t", "test")):
+    for s in ("", "t"):          # train, test
         d["x" + s] = rng.normal(size=(n, 3))
         d["y" + s] = (d["x" + s][:, 0] > 0).astype(np.int64)
         d["m" + s] = rng.random(n) < 0.5
