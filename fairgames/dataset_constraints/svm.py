@@ -8,9 +8,21 @@ weight. Its dual is the box-constrained QP
 
     max_{0 ≤ α ≤ C}  D(α) = Σ_h α_h / 2 − (1 / 2λ) ‖Σ_h α_h q_h‖²,   w(α) = (1/λ) Σ_h α_h q_h,
 
-solved by coordinate ascent (Hsieh et al., ICML 2008 — what LIBLINEAR, the authors' inner
-solver, runs), one exact Newton step per coordinate. P(w(α)) − D(α) ≥ 0 bounds how far both are
-from the optimum: the solve stops when it is below ``tol``.
+solved by one of two solvers (``solver=``), both stopping on the same certificate:
+P(w(α)) − D(α) ≥ 0 bounds how far both are from the optimum, and the solve stops when it is
+below ``tol``.
+
+* ``"lbfgsb"`` (the default): scipy's L-BFGS-B on −D with the box as bounds, vectorised (two
+  matrix products per evaluation), the certificate read every ``_LBFGSB_CHUNK`` iterations;
+* ``"cd"``: coordinate ascent (Hsieh et al., ICML 2008 — what LIBLINEAR, the authors' inner
+  solver, runs), one exact Newton step per coordinate, a Python loop.
+
+Measured (one thread, 2-core shared machine; sparse 0/1 features, 123 columns, 11 % ones,
+random labels, the error objective's pieces, λ = 1/n, tol = 1e-8): 1 000 rows — L-BFGS-B
+2.8 s to gap 9e-9, CD 23 s and still at gap 1.3e-5 after its 2 000 epochs; 5 000 rows —
+L-BFGS-B 160 s to gap 2.9e-8, CD 103 s at gap 1.3e-5 (its epoch cap); 32 561 rows: neither
+within 10 minutes. sklearn's LinearSVC (liblinear, C) is fast (1.3 s at 5 000) but gives no
+dual point: α rebuilt from its margins certified only 1e-4 … 8e-2, so it is not used.
 
 Example:
     >>> import numpy as np
@@ -26,7 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["HingeFit", "hinge_primal", "solve_hinge"]
+__all__ = ["SOLVERS", "HingeFit", "hinge_primal", "solve_hinge"]
+
+SOLVERS = ("lbfgsb", "cd")
+_LBFGSB_CHUNK = 200        # L-BFGS-B iterations between two reads of the certificate
 
 
 @dataclass(frozen=True)
@@ -57,9 +72,10 @@ def _dual(alpha: np.ndarray, w: np.ndarray, lam: float) -> float:
 
 def solve_hinge(q: np.ndarray, c: np.ndarray, lam: float, *, tol: float = 1e-8,
                 alpha: np.ndarray | None = None, max_epochs: int = 2000,
-                seed: int = 0) -> HingeFit:
-    """Dual coordinate ascent to a duality gap ≤ ``tol`` (or ``max_epochs`` passes; the gap
-    it reached is in the fit). ``alpha`` warm-starts (clipped into the box [0, c]).
+                seed: int = 0, solver: str = "lbfgsb") -> HingeFit:
+    """The dual to a certified duality gap ≤ ``tol`` (or ``max_epochs`` passes of CD /
+    ``max_epochs`` L-BFGS-B iterations; the gap it reached is in the fit). ``alpha``
+    warm-starts (clipped into the box [0, c]); ``solver``: ``"lbfgsb"`` or ``"cd"``.
 
     Example:
         >>> fit = solve_hinge(np.array([[2.0]]), np.array([1.0]), lam=1.0)
@@ -69,7 +85,11 @@ def solve_hinge(q: np.ndarray, c: np.ndarray, lam: float, *, tol: float = 1e-8,
     if lam <= 0:
         raise ValueError(f"the ℓ2 weight λ must be > 0 (got {lam}): it makes the inner "
                          "problem strongly convex, so the certificate is exact")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver={solver!r}: the hinge SVM's solvers are {', '.join(SOLVERS)}")
     a = np.zeros(len(c)) if alpha is None else np.clip(alpha, 0.0, c)
+    if solver == "lbfgsb":
+        return _lbfgsb(q, c, lam, a, tol, max_epochs)
     w = (a @ q) / lam
     sq = np.einsum("hd,hd->h", q, q)
     rng = np.random.default_rng(seed)
@@ -93,3 +113,30 @@ def solve_hinge(q: np.ndarray, c: np.ndarray, lam: float, *, tol: float = 1e-8,
         w = (a @ q) / lam         # re-sum: no drift from the incremental updates
         primal, dual = hinge_primal(q, c, lam, w), _dual(a, w, lam)
     return HingeFit(w, a, primal, dual, epoch)
+
+
+def _lbfgsb(q: np.ndarray, c: np.ndarray, lam: float, a: np.ndarray, tol: float,
+            max_iterations: int) -> HingeFit:
+    """L-BFGS-B on −D(α) = (1/2λ)‖qᵀα‖² − Σα/2 over 0 ≤ α ≤ c, in chunks of
+    ``_LBFGSB_CHUNK`` iterations until the certified gap P(w(α)) − D(α) ≤ ``tol``."""
+    from scipy.optimize import minimize as scipy_minimize
+
+    def negative_dual(alpha: np.ndarray) -> tuple[float, np.ndarray]:
+        u = alpha @ q
+        return 0.5 / lam * float(u @ u) - 0.5 * float(alpha.sum()), (q @ u) / lam - 0.5
+
+    box = np.stack([np.zeros(len(c)), c], axis=1)
+    done, w = 0, (a @ q) / lam
+    primal, dual = hinge_primal(q, c, lam, w), _dual(a, w, lam)
+    while primal - dual > tol and done < max_iterations:
+        chunk = min(_LBFGSB_CHUNK, max_iterations - done)
+        fit = scipy_minimize(negative_dual, a, jac=True, method="L-BFGS-B", bounds=box,
+                             options={"maxiter": chunk, "ftol": 0.0, "gtol": 0.0,
+                                      "maxcor": 20})
+        done += max(int(fit.nit), 1)
+        a = np.clip(fit.x, 0.0, c)      # dual-feasible: the certificate needs α in the box
+        w = (a @ q) / lam
+        primal, dual = hinge_primal(q, c, lam, w), _dual(a, w, lam)
+        if fit.nit < chunk and primal - dual > tol:
+            break        # L-BFGS-B stopped on its own (line search): the gap stands as read
+    return HingeFit(w, a, primal, dual, done)
