@@ -79,3 +79,21 @@ def mm_run_lines(res):
 def test_what_mm_cannot_play_is_a_config_error(compose_cfg, tmp_path, extra, needle):
     with pytest.raises(ConfigError, match=needle):
         run(compose_cfg(*MM, *extra), run_dir=tmp_path)
+
+
+@pytest.mark.parametrize(("overrides", "needle"), [
+    (["model=mlp"], "algorithm=mm trains a linear model"),
+    (["model.output=unit"], "ramp reads raw scores"),
+    (["trainer.resume=true"], "whole MM rounds"),
+    (["algorithm.rounds=0"], "algorithm.rounds"),
+])
+def test_what_mm_cannot_honour_is_refused_before_training(compose_cfg, overrides, needle):
+    from fairgames.train import validate
+    with pytest.raises(ConfigError, match=needle):
+        validate(compose_cfg("algorithm=mm", "data=synthetic", "trainer=smoke", *overrides))
+
+
+def test_the_mm_keys_are_refused_by_the_other_algorithms(compose_cfg):
+    from fairgames.train import validate
+    with pytest.raises(ConfigError, match="only algorithm=mm reads it"):
+        validate(compose_cfg("algorithm=lagrangian", "algorithm.round_gap=0.05"))
