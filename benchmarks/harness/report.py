@@ -31,6 +31,7 @@ from typing import Any
 FROM_SCRIPT = {
     r"reproduce_000(\.quick)?": "benchmarks.reproduce.reproduce_000:summary_of",
     r"reproduce_002(\.quick)?": "benchmarks.reproduce.reproduce_002:summary_of",
+    r"reproduce_001_fig2(\.quick)?": "benchmarks.reproduce.reproduce_001_fig2:summary_of",
     r"reproduce_003(\..+)?": "benchmarks.reproduce.reproduce_003:summary_of",
     r"reproduce_004(\..+)?": "benchmarks.reproduce.reproduce_004:summary_of",
     r"coco_trace_000(\.quick)?": "benchmarks.reproduce.coco_trace_000:summary_of",

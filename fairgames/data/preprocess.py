@@ -12,7 +12,7 @@ import pandas as pd
 from .errors import DataError
 
 KINDS = ("onehot", "standardize", "log1p", "passthrough", "quantile", "bins",
-         "percentile_bins", "thermometer")
+         "percentile_bins", "thermometer", "quantile_left")
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Col:
 
     kinds:
         ``onehot``: one 0/1 column per value seen anywhere in the file (``col=value``);
+        ``arg``, if given, is the missing-value marker (e.g. ``"?"``): it gets no column,
+        so its rows have an all-zero block (LIBSVM's a9a);
         ``standardize``: ``(x - mean) / std`` with train mean and std;
         ``log1p``: ``log(1 + x)``, unscaled (paper 003);
         ``passthrough``: the value as is;
@@ -29,7 +31,11 @@ class Col:
         ``bins``: buckets at the fixed inner edges ``arg`` (right-closed, like
         ``pandas.cut``), one-hot;
         ``percentile_bins``: buckets at the train percentiles ``arg``, one-hot;
-        ``thermometer``: one column ``x > e`` per train percentile edge ``e`` in ``arg``.
+        ``thermometer``: one column ``x > e`` per train percentile edge ``e`` in ``arg``;
+        ``quantile_left``: ``arg`` equal-frequency buckets ``[e_k, e_{k+1})`` (left-closed)
+        at train quantiles, a repeated edge moved up to the next distinct train value, so
+        heavy ties keep ``arg`` buckets (the quintiles of LIBSVM's a9a: education-num and
+        hours-per-week keep 5 buckets), one-hot.
 
     Example:
         >>> Col("age", "quantile", 4)
@@ -62,9 +68,27 @@ def _edges(col: Col, train: np.ndarray) -> np.ndarray:
         edges = np.quantile(train, np.arange(1, q) / q)
     elif col.kind == "bins":
         edges = np.asarray(col.arg, dtype=np.float64)
+    elif col.kind == "quantile_left":
+        return _untied_quantiles(train, int(col.arg))
     else:  # percentile_bins, thermometer
         edges = np.percentile(train, np.asarray(col.arg, dtype=np.float64))
     return np.unique(edges)
+
+
+def _untied_quantiles(train: np.ndarray, q: int) -> np.ndarray:
+    """The ``q``-quantiles of ``train`` as left-closed edges, a repeated edge moved up to the
+    next distinct value (none left: dropped). Reproduces a9a's bins: education-num's
+    quintiles 9, 9, 10, 13 become 9, 10, 11, 13 (see ``docs/data.md``)."""
+    values = np.unique(train)
+    edges: list[float] = []
+    for e in np.quantile(train, np.arange(1, q) / q):
+        if edges and e <= edges[-1]:
+            later = values[values > edges[-1]]
+            if len(later) == 0:
+                break
+            e = later[0]
+        edges.append(float(e))
+    return np.asarray(edges, dtype=np.float64)
 
 
 def encode(
@@ -122,6 +146,9 @@ def _onehot(col: Col, s: pd.Series, train_rows: np.ndarray
     block = np.zeros((len(s), len(uniques)), dtype=np.float32)
     block[np.arange(len(s)), rank[ids]] = 1.0
     cats = [labels[i] for i in order]
+    if col.arg is not None:     # the missing-value marker: no column, an all-zero block
+        keep = [k for k, c in enumerate(cats) if c != str(col.arg)]
+        block, cats = block[:, keep], [cats[k] for k in keep]
     return (block, [f"{col.name}={c}" for c in cats],
             {"column": col.name, "kind": "onehot", "values": cats})
 
@@ -154,10 +181,12 @@ def _numeric(col: Col, s: pd.Series, train_rows: np.ndarray
     if col.kind == "thermometer":
         return ((x[:, None] > edges[None, :]).astype(np.float32),
                 [f"{col.name}>{e:g}" for e in edges], params)
-    # quantile, bins, percentile_bins: right-closed buckets, one-hot
-    bucket = np.searchsorted(edges, x, side="left")
+    # quantile, bins, percentile_bins: right-closed buckets; quantile_left: left-closed
+    left = col.kind == "quantile_left"
+    bucket = np.searchsorted(edges, x, side="right" if left else "left")
     block = np.zeros((len(x), len(edges) + 1), dtype=np.float32)
     block[np.arange(len(x)), bucket] = 1.0
     bounds = ["-inf", *[f"{e:g}" for e in edges], "inf"]
-    return (block, [f"{col.name}=({bounds[k]},{bounds[k + 1]}]" for k in range(len(edges) + 1)],
-            params)
+    fmt = "{}=[{},{})" if left else "{}=({},{}]"
+    return (block, [fmt.format(col.name, bounds[k], bounds[k + 1])
+                    for k in range(len(edges) + 1)], params)
