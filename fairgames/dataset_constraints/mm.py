@@ -51,7 +51,8 @@ from .ramp import ramp_rates
 from .svm import solve_hinge
 
 __all__ = ["BoundSolve", "InfeasibleStartError", "MMResult", "MMRound", "RampProblem",
-           "RateRow", "error_row", "minimize", "ratio_row", "solve_bound_problem"]
+           "RateRow", "error_row", "figure2_point", "minimize", "ratio_row",
+           "solve_bound_problem"]
 
 FEASIBILITY_TOL = 1e-9     # float round-off allowed on R_k(w) ≤ γ_k
 
@@ -367,3 +368,20 @@ def _infeasible(what: str, problem: RampProblem, w: np.ndarray) -> str:
 def names(rows: Sequence[RateRow]) -> list[str]:
     """The rows' names (a constraint without one: ``c<k>``)."""
     return [r.name or f"c{k}" for k, r in enumerate(rows)]
+
+
+def figure2_point(x: np.ndarray, y: np.ndarray, male: np.ndarray, u: float, *,
+                  max_rounds: int = 8, gap: float = 1e-6) -> np.ndarray:
+    """Paper 001's Figure 2 at one u: min error s.t. s_p(D_M) ≤ u·s_p(D_F) (as the positive
+    row s_p(F) ≥ (1/u)·s_p(M)), λ = 1/n, no bias, MM from w = 0; the last iterate's w.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(80, 2)); m = rng.random(80) < 0.5
+        >>> figure2_point(x, (x[:, 0] > 0).astype(float), m, 1.25, max_rounds=2).shape
+        (2,)
+    """
+    male = np.asarray(male, bool)
+    problem = RampProblem(np.asarray(x, float), error_row(np.asarray(y, float)),
+                          (ratio_row(~male, male, 1.0 / u),), lam=1.0 / len(x))
+    return minimize(problem, max_rounds=max_rounds, gap=gap).w

@@ -95,8 +95,9 @@ class SolutionEvaluator:
 
     def __init__(self, objective: Expression, constraints: Sequence[Constraint],
                  protected: str, chunk: int = 65536, grid: torch.Tensor | None = None,
-                 decision: float = 0.0) -> None:
+                 decision: float = 0.0, probabilities: bool = False) -> None:
         self.objective = objective
+        self.probabilities = bool(probabilities)
         self.constraints = list(constraints)
         self.protected = protected
         self.chunk = int(chunk)
@@ -222,7 +223,8 @@ class SolutionEvaluator:
             True
         """
         evaluator, _, _ = self._view(ds)
-        if not (_counts_suffice(evaluator, ds) and bool(torch.isfinite(scores).all())):
+        if self.probabilities or not (_counts_suffice(evaluator, ds)
+                                      and bool(torch.isfinite(scores).all())):
             return None
 
         def parts() -> Iterator[tuple[Batch, torch.Tensor]]:
@@ -262,9 +264,14 @@ class SolutionEvaluator:
         copies); with ``sign_only`` (the metrics read only ``1[s > 0]``), each chunk's
         expected prediction instead where it is a probability."""
         members = scores.shape[0] if scores.dim() == 2 else 1
+        if self.probabilities and not sign_only:
+            raise ValueError("the model's outputs are P(ŷ = 1) of a randomised prediction, "
+                             "but a metric of this problem reads more than the predictions "
+                             "(a score's value): evaluate such a problem on a score model")
         for idx in self._chunk_rows(ds, members):
             s = scores if idx is None else scores[..., idx]
-            p = expected_prediction(s, mixture_weights) if sign_only else None
+            p = (_mean_probability(s, mixture_weights) if self.probabilities else
+                 expected_prediction(s, mixture_weights) if sign_only else None)
             yield (make_batch(ds, None, idx, baseline_scores=baseline_scores, probabilities=p)
                    if p is not None else
                    make_batch(ds, s, idx, baseline_scores=baseline_scores,
@@ -300,3 +307,26 @@ class SolutionEvaluator:
         return {"ks_disparity": ks_disparity(scores, codes, k, member_weights=q),
                 "grid_disparity": threshold_rates(scores, codes, k, self.grid,
                                                   member_weights=q).disparity()}
+
+
+def outputs_probabilities(model: torch.nn.Module) -> bool:
+    """Whether ``model`` declares (attribute ``outputs_probabilities``) that its outputs are
+    P(ŷ = 1) of a randomised prediction, to be evaluated in expectation rather than
+    thresholded.
+
+    Example:
+        >>> outputs_probabilities(torch.nn.Identity())
+        False
+    """
+    return bool(getattr(model, "outputs_probabilities", False))
+
+
+def _mean_probability(p: torch.Tensor, mixture_weights: torch.Tensor | None) -> torch.Tensor:
+    """P(ŷ = 1) per row, float64, of outputs that are probabilities ``[N]`` (or a mixture's
+    ``[R, N]`` with weights ``[R]``: Σ_r q_r p_r)."""
+    p = p.to(torch.float64)
+    if p.dim() == 2:
+        q = (torch.ones(p.shape[0], dtype=torch.float64, device=p.device) / p.shape[0]
+             if mixture_weights is None else mixture_weights.to(torch.float64))
+        p = (q[:, None] * p).sum(0)
+    return p.clamp(0.0, 1.0)

@@ -30,7 +30,7 @@ from fairgames.rates import Surrogate, error_rate, threshold_grid
 
 from .config import AlgorithmConfig, ConfigError
 from .context import RunContext, RunProblem
-from .evaluation import SolutionEvaluator
+from .evaluation import SolutionEvaluator, outputs_probabilities
 from .subsets import data_sources
 
 
@@ -125,7 +125,8 @@ def evaluator(ctx: RunContext, built: RunProblem, model: torch.nn.Module
     inputs = ctx.inputs
     return SolutionEvaluator(built.objective, built.constraints, inputs.protected,
                              inputs.trainer.eval_chunk, grid=report_grid(inputs.spec),
-                             decision=decision_threshold(model))
+                             decision=decision_threshold(model),
+                             probabilities=outputs_probabilities(model))
 
 
 def report_grid(spec: ProblemSpec | Problem) -> torch.Tensor | None:

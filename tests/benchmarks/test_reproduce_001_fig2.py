@@ -47,6 +47,12 @@ def test_ours_is_called_and_evaluated_when_present(monkeypatch):
     want = pred[d["mt"]].mean() / pred[~d["mt"]].mean()
     assert out["points"][0]["test_ratio"] == pytest.approx(want)
     assert out["points"][0]["test_error"] == pytest.approx(np.mean(pred != d["yt"]))
+    # the randomised (ramp) classifier, exactly in expectation: P(ŷ = 1) = clip(1/2 + z, 0, 1)
+    p = np.clip(0.5 + d["xt"][:, 0], 0, 1)
+    assert out["points"][0]["randomised_test_error"] == pytest.approx(
+        np.mean(np.where(d["yt"] == 1, 1 - p, p)))
+    assert out["points"][0]["randomised_test_ratio"] == pytest.approx(
+        p[d["mt"]].mean() / p[~d["mt"]].mean())
 
 
 @pytest.mark.parametrize("stem", ["reproduce_001_fig2"])
