@@ -96,6 +96,11 @@ PINNED = (
     "algorithm.temperature=1.0", "algorithm.objective_surrogate=null", "problem.grid_size=40",
     "problem.reduction=null", "problem.objective_surrogate=null",
     "algorithm.best_response=ls", "algorithm.gap=0.01",
+    # the keys of later λ strategies (νPI, the penalties) and of algorithm=mm: unused here
+    "algorithm.nupi_kp=null", "algorithm.nupi_ki=null", "algorithm.nupi_nu=null",
+    "algorithm.penalty=null", "algorithm.penalty_growth=null", "algorithm.penalty_tolerance=null",
+    "algorithm.penalty_restart=null", "algorithm.lam=null", "algorithm.rounds=8",
+    "algorithm.round_gap=1e-06", "algorithm.tol=1e-06",
     "trainer.epochs=null", "trainer.batch_size=null", "trainer.balanced_batches=false",
     "trainer.resume=false", "trainer.stop_after=null", "trainer.eval_chunk=65536",
     # the paper's outputs: snapshots at the last step of each window, no recommendation of
