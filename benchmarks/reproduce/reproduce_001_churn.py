@@ -100,7 +100,9 @@ def summary(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, float], dict[str,
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--steps", type=int, default=None, help="trainer.steps (default: the CLI's)")
+    ap.add_argument("--steps", type=int, default=1500,
+                    help="trainer.steps of every model (the protocol; the CLI's 500 has not "
+                         "settled this game: reproduce_001_churn.discussion.md)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     started = time.perf_counter()
