@@ -85,12 +85,11 @@ def algorithm_schema() -> type:
     compose time. Rebuilt when the strategies change.
 
     Example:
-        >>> [f.name for f in fields(algorithm_schema())]    # doctest: +NORMALIZE_WHITESPACE
-        ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius', 'nupi_kp',
-         'nupi_ki', 'nupi_nu', 'penalty', 'penalty_growth', 'penalty_tolerance',
-         'penalty_restart', 'slack_lr', 'psi_steps', 'theta_steps', 'best_response', 'gap',
-         'surrogate', 'objective_surrogate', 'temperature', 'ratio_floor', 'large_game',
-         'family_game']
+        >>> names = [f.name for f in fields(algorithm_schema())]
+        >>> names[:5]        # the shared keys first; then the players' and the methods'
+        ['name', 'multipliers', 'multiplier_optimizer', 'multiplier_lr', 'radius']
+        >>> {"nupi_kp", "penalty", "slack_lr", "gap", "family_game"} <= set(names)
+        True
     """
     declared = ([key for key, _ in registered_config_keys().values()]
                 + [key for key, _ in method_keys()])
