@@ -89,6 +89,16 @@ def positive(*, integer: bool = False) -> Check:
     return check
 
 
+def at_least(bound: float) -> Check:
+    """A finite number at or above ``bound``; bools are not numbers."""
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "expected a number"
+        return None if math.isfinite(value) and value >= bound else (
+            f"must be finite and >= {bound:g}")
+    return check
+
+
 def one_of(options: Collection[Any]) -> Check:
     """One of ``options``."""
     def check(value: Any) -> str | None:

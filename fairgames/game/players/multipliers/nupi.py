@@ -28,19 +28,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
-from ..keys import ConfigKey
-
-
-def _non_negative(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "expected a number"
-    return None if math.isfinite(value) and value >= 0 else "must be finite and >= 0"
+from ..keys import ConfigKey, at_least
 
 
 def _ema(value: Any) -> str | None:
@@ -51,9 +44,9 @@ def _ema(value: Any) -> str | None:
 
 NUPI_KP = ConfigKey("nupi_kp", float, None, "κ_p, νPI's proportional gain (null: 0, plain "
                     "SGD with kp=0, ki=1; 1 with nupi_ki=1, nupi_nu=0 is optimistic λ)",
-                    _non_negative, argument="kp")
+                    at_least(0), argument="kp")
 NUPI_KI = ConfigKey("nupi_ki", float, None, "κ_i, νPI's integral gain (null: 1)",
-                    _non_negative, argument="ki")
+                    at_least(0), argument="ki")
 NUPI_NU = ConfigKey("nupi_nu", float, None, "ν, νPI's EMA coefficient of the error (null: 0)",
                     _ema, argument="nu")
 NUPI_KEYS = (NUPI_KP, NUPI_KI, NUPI_NU)
@@ -65,7 +58,7 @@ class NuPI(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float, *, kp: float = 0.0,
                  ki: float = 1.0, nu: float = 0.0, maximize: bool = False) -> None:
-        for name, value, check in (("kp", kp, _non_negative), ("ki", ki, _non_negative),
+        for name, value, check in (("kp", kp, at_least(0)), ("ki", ki, at_least(0)),
                                    ("nu", nu, _ema)):
             problem = check(value)
             if problem is not None:

@@ -29,34 +29,20 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from ..keys import ConfigKey, positive
+from ..keys import ConfigKey, at_least, positive
 from .base import MultiplierPlayer, commit
-
-
-def _at_least_one(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "expected a number"
-    return None if math.isfinite(value) and value >= 1 else "must be finite and >= 1"
-
-
-def _non_negative(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "expected a number"
-    return None if math.isfinite(value) and value >= 0 else "must be finite and >= 0"
-
 
 PENALTY = ConfigKey("penalty", float, None, "ρ_0, the penalty coefficient at the start "
                     "(null: 1)", positive())
 PENALTY_GROWTH = ConfigKey("penalty_growth", float, None, "ρ's factor on a row violated beyond "
                            "penalty_tolerance, each step (null: 1.01; 1: a constant ρ)",
-                           _at_least_one, argument="growth")
+                           at_least(1), argument="growth")
 PENALTY_TOLERANCE = ConfigKey("penalty_tolerance", float, None, "the true violation above "
-                              "which ρ grows (null: 1e-4)", _non_negative,
+                              "which ρ grows (null: 1e-4)", at_least(0),
                               argument="tolerance")
 PENALTY_RESTART = ConfigKey("penalty_restart", bool, None, "reset ρ to ρ_0 on a met row "
                             "(null: true)", argument="restart")
@@ -76,8 +62,8 @@ class _Penalized(MultiplierPlayer):
                  tolerance: float = 1e-4, restart: bool = True, **kw: Any) -> None:
         super().__init__(num_rows, **kw)
         for name, value, check in (("penalty", penalty, positive()),
-                                   ("growth", growth, _at_least_one),
-                                   ("tolerance", tolerance, _non_negative)):
+                                   ("growth", growth, at_least(1)),
+                                   ("tolerance", tolerance, at_least(0))):
             problem = check(value)
             if problem is not None:
                 raise ValueError(f"{name} {problem}, got {value!r}")
