@@ -25,6 +25,7 @@ import torch
 from fairgames.data import DatasetSplits
 
 from ..data import predict_scores
+from ..hard_predictions import expected_prediction
 
 
 @torch.no_grad()
@@ -39,10 +40,11 @@ def source_metrics(model: torch.nn.Module, splits: DatasetSplits, *, decision: f
         if ds.sources is None or ds.source_names is None:
             return {}
         scores = predict_scores(model, ds.features, chunk)
-        hard = (scores > decision).float()
-        if hard.dim() == 2:          # a mixture: P(ŷ = 1) under its weights
-            weights = model.weights.to(hard.device, hard.dtype)   # type: ignore[union-attr]
-            hard = (weights[:, None] * hard).sum(0)
+        # P(ŷ = 1) per row: a mixture's under its weights (the evaluator's own columns)
+        weights = getattr(model, "weights", None) if scores.dim() == 2 else None
+        hard = expected_prediction(scores - decision, weights)
+        if hard is None:
+            raise ValueError("per-source metrics: the model's scores are not finite")
         for i, name in enumerate(ds.source_names):
             rows = ds.sources == i
             n = int(rows.sum())
